@@ -1,0 +1,2 @@
+// Placeholder so the actors library exists before its first component lands.
+namespace calserve::actors_placeholder { int anchor = 0; }

@@ -1,0 +1,59 @@
+// The one schema of calserve's configuration. Later components add their keys
+// here; docs/config.md lists them (and `calserve config --print-defaults`).
+#include <algorithm>
+
+#include "config/config.hpp"
+
+namespace calserve {
+namespace {
+using enum value_type;
+constexpr double k_big = 1e15;
+
+constexpr key_spec k_schema[] = {
+    {"log.level", string, "info", 0, 0, "trace|debug|info|warn|error|off", "spdlog level"},
+
+    {"server.host", string, "127.0.0.1", 0, 0, "", "HTTP listen address"},
+    {"server.port", integer, "8080", 0, 65535, "", "HTTP listen port (0 picks a free port)"},
+    {"server.threads", integer, "2", 1, 64, "", "threads running the event loop"},
+    {"server.api_key", string, "", 0, 0, "", "bearer key required on /v1 routes; empty = open"},
+    {"server.max_body_bytes", integer, "1048576", 1024, 1073741824, "", "largest accepted request body"},
+    {"server.control_socket", string, "", 0, 0, "", "Unix-domain control socket path; empty = off"},
+    {"server.drain_timeout_ms", integer, "30000", 0, 3600000, "", "time in-flight requests get on SIGTERM"},
+    {"server.ws_write_queue", integer, "256", 1, 65536, "", "events buffered per WebSocket before the slowest stream is cancelled"},
+    {"server.timing_log", string, "", 0, 0, "", "per-request JSONL timing log path; empty = off"},
+
+    {"runtime.max_inflight", integer, "2", 1, 2, "", "device jobs in flight per session (ping/pong)"},
+    {"runtime.max_running", integer, "64", 1, 4096, "", "requests admitted to the scheduler at once"},
+    {"runtime.max_queued", integer, "256", 0, 65536, "", "requests waiting for admission before 429"},
+    {"runtime.slot_context", integer, "40960", 1, 1048576, "", "configured per-slot context (tokens)"},
+    {"runtime.prefill_budget", integer, "1", 1, 64, "", "prefills allowed between decode rounds"},
+    {"runtime.request_timeout_ms", integer, "600000", 1, 86400000, "", "default request deadline"},
+    {"runtime.kv_wait_ms", integer, "5000", 0, 3600000, "", "longest wait for KV room before 429"},
+    {"runtime.default_max_tokens", integer, "256", 1, 1048576, "", "max_tokens when a request gives none"},
+
+    {"device.backend", string, "sim", 0, 0, "sim|cpu", "device backend"},
+    {"device.wait_timeout_ms", integer, "10000", 1, 3600000, "", "device Wait() bound"},
+    {"device.reset_limit", integer, "3", 0, 100, "", "consecutive failed resets before Dead"},
+    {"device.sim.step_ms", number, "-1", -1, 1e6, "", "fixed compute time per infer; -1 = latency model"},
+    {"device.sim.d2h_ms", number, "-1", -1, 1e6, "", "fixed output copy time per job; -1 = latency model"},
+    {"device.sim.dram_bytes_per_chip", integer, "17179869184", 1, k_big, "", "DRAM per chip (assumption: 32 GiB board / 2)"},
+    {"device.sim.sram_bytes_per_chip", integer, "67108864", 0, k_big, "", "SRAM per chip (assumption)"},
+    {"device.sim.dram_gbps", number, "200", 0.001, 1e6, "", "DRAM read bandwidth per chip, GB/s (assumption)"},
+    {"device.sim.pcie_gbps", number, "16", 0.001, 1e6, "", "host link bandwidth, GB/s (assumption)"},
+    {"device.sim.d2d_gbps", number, "32", 0.001, 1e6, "", "chip-to-chip bandwidth, GB/s (assumption)"},
+    {"device.sim.peak_tflops", number, "64", 0.001, 1e6, "", "peak BF16 TFLOP/s per chip (assumption)"},
+    {"device.sim.sync_us", number, "5", 0, 1e6, "", "cost of one cross-chip sync, microseconds (assumption)"},
+    {"device.sim.launch_us", number, "20", 0, 1e6, "", "fixed launch cost per infer, microseconds (assumption)"},
+    {"device.sim.seed", integer, "1", 0, k_big, "", "seed of the simulator's fault probabilities"},
+};
+}  // namespace
+
+std::span<const key_spec> config_schema() { return k_schema; }
+
+const key_spec* find_key(std::string_view path) {
+    auto it = std::find_if(std::begin(k_schema), std::end(k_schema),
+                           [&](const key_spec& k) { return k.path == path; });
+    return it == std::end(k_schema) ? nullptr : &*it;
+}
+
+}  // namespace calserve

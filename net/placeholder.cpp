@@ -1,0 +1,2 @@
+// Placeholder so the net library exists before its first component lands.
+namespace calserve::net_placeholder { int anchor = 0; }
