@@ -1,0 +1,116 @@
+#pragma once
+//! The serving engine as the network layer sees it. `net/` turns HTTP/WebSocket
+//! requests into `generation_request`s and streams what a `generation_sink`
+//! receives; the actors behind `engine` (Request, BatchTick, KvManager,
+//! ChipSession, DeviceActor, Sampler) do the work.
+//!
+//! Contract:
+//!  - `submit` validates against the model (usable context, vocab) and admission
+//!    limits and fails *immediately* with a status (context_overflow -> 400,
+//!    queue_full/overloaded -> 429, not_ready/device_dead -> 503) without device work.
+//!  - After a successful submit the sink gets zero or more `on_token` and then
+//!    exactly one `on_finish`, in order, from runtime threads. Sinks must not block.
+//!  - `cancel(id)` is idempotent; the request finishes with finish_reason::cancelled
+//!    and its KV is released no later than the completion of its in-flight job.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/result.hpp"
+#include "model/sampling_params.hpp"
+
+namespace calserve::actors {
+
+using token_id = std::int32_t;
+
+struct generation_request {
+    std::string id;                           // server-assigned, unique ("cmpl-...")
+    std::vector<token_id> prompt;             // already tokenized (chat template applied)
+    model::sampling_params sampling;
+    std::int64_t max_tokens = 16;
+    std::vector<std::string> stop;            // stop strings (matched across token boundaries)
+    std::vector<token_id> stop_token_ids;
+    bool ignore_eos = false;
+    std::chrono::milliseconds timeout{0};     // 0 = runtime.request_timeout_ms
+};
+
+struct token_logprob {
+    token_id token = 0;
+    float logprob = 0;
+};
+
+struct generated_token {
+    token_id token = 0;
+    std::string text;                         // text released by this token (may be empty: held for UTF-8 or stop match)
+    float logprob = 0;                        // filled when sampling.logprobs
+    std::vector<token_logprob> top;           // sampling.top_logprobs entries
+};
+
+enum class finish_reason : std::uint8_t { stop, length, cancelled, timeout, error };
+const char* to_string(finish_reason r);
+
+struct usage {
+    std::int64_t prompt_tokens = 0;
+    std::int64_t completion_tokens = 0;
+};
+
+struct generation_result {
+    finish_reason reason = finish_reason::stop;
+    usage tokens;
+    std::string tail_text;                    // text still held back at finish (flushed, stop string removed)
+    std::optional<error_info> failure;        // set when reason == error or timeout
+    // Server-side phase times for the timing log, seconds.
+    double queue_s = 0, ttft_s = 0, e2e_s = 0;
+};
+
+class generation_sink {
+public:
+    virtual ~generation_sink() = default;
+    virtual void on_token(const generated_token& token) = 0;
+    virtual void on_finish(const generation_result& result) = 0;
+};
+
+struct model_card {
+    std::string name;                         // model id served at /v1/models
+    std::int64_t usable_context = 0;          // min(package, slot, tokenizer)
+    std::int64_t vocab_size = 0;
+    std::string backend;                      // "sim" or "cpu"
+};
+
+struct engine_health {
+    bool ready = false;                       // accepting work
+    bool healthy = true;                      // alive and making token progress
+    std::string device_state;                 // DeviceActor state name
+    std::int64_t running = 0;
+    std::int64_t waiting = 0;
+};
+
+struct chat_message {
+    std::string role;                         // system | user | assistant | tool
+    std::string content;
+};
+
+class engine {
+public:
+    virtual ~engine() = default;
+    virtual void_result submit(generation_request request, std::shared_ptr<generation_sink> sink) = 0;
+    virtual void cancel(const std::string& request_id) = 0;
+    virtual const model_card& card() const = 0;
+    virtual engine_health health() const = 0;
+
+    // Tokenizer access for /tokenize, /detokenize and prompt preparation.
+    virtual result<std::vector<token_id>> encode(std::string_view text) const = 0;
+    virtual result<std::string> decode(const std::vector<token_id>& ids) const = 0;
+    virtual result<std::string> apply_chat_template(const std::vector<chat_message>& messages,
+                                                    bool add_generation_prompt) const = 0;
+
+    // Graceful stop: refuse new work, let in-flight finish.
+    virtual void drain() = 0;
+    virtual void resume() = 0;
+    virtual std::int64_t in_flight() const = 0;
+};
+
+}  // namespace calserve::actors

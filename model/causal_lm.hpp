@@ -1,0 +1,52 @@
+#pragma once
+//! The contract between the reference transformer (model/) and its users: the
+//! simulated NPU (device/sim), the `cpu` backend and the runner/reference tools.
+//!
+//! A causal LM holds per-sequence KV state keyed by `seq_id`. `prefill` appends a
+//! run of tokens to a sequence (creating it when new) and returns the logits of
+//! the last token; `decode` appends one token. Logits are FP32 of length
+//! `shape().vocab_size`. Calls are not thread-safe on one object unless stated;
+//! the device layer serialises them. Failures are `result` errors, never aborts.
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "config/result.hpp"
+
+namespace calserve::model {
+
+using seq_id = std::uint64_t;
+using token_id = std::int32_t;
+
+struct model_shape {
+    std::string architecture;        // "Qwen3ForCausalLM" or "Qwen3MoeForCausalLM"
+    std::int64_t vocab_size = 0;
+    std::int64_t hidden_size = 0;
+    std::int64_t num_layers = 0;
+    std::int64_t num_heads = 0;
+    std::int64_t num_kv_heads = 0;
+    std::int64_t head_dim = 0;
+    std::int64_t intermediate_size = 0;
+    std::int64_t max_context = 0;    // max_position_embeddings
+    std::int64_t num_experts = 0;    // 0 for dense
+    std::int64_t experts_per_token = 0;
+    std::int64_t weight_bytes = 0;   // bytes of all parameters as stored
+    std::int64_t eos_token_id = -1;
+};
+
+class causal_lm {
+public:
+    virtual ~causal_lm() = default;
+    virtual const model_shape& shape() const = 0;
+    // Appends `tokens` (non-empty) to `seq` and writes the last token's logits.
+    virtual void_result prefill(seq_id seq, std::span<const token_id> tokens, std::span<float> logits) = 0;
+    // Appends one token to an existing sequence and writes its logits.
+    virtual void_result decode(seq_id seq, token_id token, std::span<float> logits) = 0;
+    // Number of tokens cached for `seq` (0 if unknown).
+    virtual std::int64_t sequence_length(seq_id seq) const = 0;
+    // Drops a sequence's KV state; unknown ids are ignored.
+    virtual void free_sequence(seq_id seq) = 0;
+    virtual void free_all() = 0;
+};
+
+}  // namespace calserve::model
