@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "config/result.hpp"
+#include "model/chat_message.hpp"
 #include "model/sampling_params.hpp"
 
 namespace calserve::actors {
@@ -88,10 +89,7 @@ struct engine_health {
     std::int64_t waiting = 0;
 };
 
-struct chat_message {
-    std::string role;                         // system | user | assistant | tool
-    std::string content;
-};
+using chat_message = model::chat_message;
 
 class engine {
 public:
