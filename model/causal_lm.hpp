@@ -7,6 +7,7 @@
 //! the last token; `decode` appends one token. Logits are FP32 of length
 //! `shape().vocab_size`. Calls are not thread-safe on one object unless stated;
 //! the device layer serialises them. Failures are `result` errors, never aborts.
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -42,6 +43,18 @@ public:
     virtual void_result prefill(seq_id seq, std::span<const token_id> tokens, std::span<float> logits) = 0;
     // Appends one token to an existing sequence and writes its logits.
     virtual void_result decode(seq_id seq, token_id token, std::span<float> logits) = 0;
+    // One decode step for several distinct sequences; row i of `logits`
+    // (vocab_size floats each) belongs to seqs[i]. The default runs them one by one;
+    // implementations override it to read the weights once for the whole batch.
+    virtual void_result decode_batch(std::span<const seq_id> seqs, std::span<const token_id> tokens,
+                                     std::span<float> logits) {
+        if (seqs.size() != tokens.size() || logits.size() != seqs.size() * static_cast<std::size_t>(shape().vocab_size))
+            return make_error(status::invalid_argument, "decode_batch: sizes of seqs, tokens and logits disagree");
+        const auto vocab = static_cast<std::size_t>(shape().vocab_size);
+        for (std::size_t i = 0; i < seqs.size(); ++i)
+            if (auto r = decode(seqs[i], tokens[i], logits.subspan(i * vocab, vocab)); !r) return r;
+        return {};
+    }
     // Number of tokens cached for `seq` (0 if unknown).
     virtual std::int64_t sequence_length(seq_id seq) const = 0;
     // Drops a sequence's KV state; unknown ids are ignored.

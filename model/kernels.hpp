@@ -1,0 +1,54 @@
+#pragma once
+//! Numeric kernels of the reference transformer (AVX2/FMA/F16C).
+//!
+//! Role: the inner loops: dtype conversions, dot products of stored-dtype weight
+//! rows (F32, BF16, F16) with FP32 activations, the row-parallel linear layer
+//! (matvec for decode, a multi-vector kernel for small batches that reads each
+//! weight row once, OpenBLAS sgemm over converted tiles for prefill), RMSNorm,
+//! rotary embedding (rotate-half), SiLU gating and softmax.
+//!
+//! Fault model: kernels do not fail; callers check shapes (CALSERVE_INVARIANT in
+//! debug-sensitive spots). Accumulation is FP32. Invariant: `linear` writes
+//! exactly t x w.rows outputs and reads exactly t x w.cols inputs.
+#include <cstdint>
+
+#include "model/kernels_pool.hpp"
+#include "model/weights.hpp"
+
+namespace calserve::model {
+
+float bf16_bits_to_f32(std::uint16_t v);
+std::uint16_t f32_to_bf16_bits(float v);  // round to nearest even; NaN stays NaN
+float f16_bits_to_f32(std::uint16_t v);
+std::uint16_t f32_to_f16_bits(float v);
+
+// Converts rows [r0, r1) of `w` into a dense (r1-r0) x w.cols FP32 block.
+void convert_rows_to_f32(const tensor_view& w, std::int64_t r0, std::int64_t r1, float* out);
+inline void convert_row_to_f32(const tensor_view& w, std::int64_t r, float* out) {
+    convert_rows_to_f32(w, r, r + 1, out);
+}
+
+// y[i] = w.row(r0 + i) . x for rows [r0, r1).
+void dot_rows(const tensor_view& w, std::int64_t r0, std::int64_t r1, const float* x, float* y);
+
+// Y[v * ldy + r] = w.row(r) . X[v * ldx ...] for rows [r0, r1), v < nvec (nvec <= 8).
+void dot_rows_multi(const tensor_view& w, std::int64_t r0, std::int64_t r1, const float* x, std::int64_t nvec,
+                    std::int64_t ldx, float* y, std::int64_t ldy);
+
+// Y[t x w.rows] = X[t x w.cols] * w^T, rows split across the pool.
+void linear(thread_pool& pool, const tensor_view& w, const float* x, std::int64_t t, std::int64_t ldx, float* y,
+            std::int64_t ldy);
+
+float dot_f32(const float* a, const float* b, std::int64_t n);
+// y += a * x
+void axpy_f32(float a, const float* x, float* y, std::int64_t n);
+// out = x / sqrt(mean(x^2) + eps) * w (out may alias x).
+void rmsnorm(const float* x, const float* w, std::int64_t n, float eps, float* out);
+// Rotate-half RoPE on one head: pairs (i, i + d/2) rotated by angle pos * inv_freq[i].
+void rope_rotate_half(float* v, const float* cos, const float* sin, std::int64_t head_dim);
+// g = silu(g) * u
+void silu_mul(float* g, const float* u, std::int64_t n);
+// In-place softmax (max-subtracted, FP32).
+void softmax(float* x, std::int64_t n);
+
+}  // namespace calserve::model

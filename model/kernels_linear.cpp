@@ -1,0 +1,62 @@
+// The row-parallel linear layer: matvec, small-batch and sgemm paths; see kernels.hpp.
+#include <cblas.h>
+
+#include <mutex>
+#include <vector>
+
+#include "model/kernels.hpp"
+
+namespace calserve::model {
+namespace {
+
+constexpr std::int64_t k_small_batch = 8;    // up to here each weight row is read once for all vectors
+constexpr std::int64_t k_gemm_tile_rows = 64;  // converted FP32 tile: 64 x cols, stays in L2
+
+// Our pool already splits rows across threads; OpenBLAS must not add its own.
+void single_threaded_blas() {
+    static std::once_flag once;
+    std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+void gemm_rows(const tensor_view& w, std::int64_t r0, std::int64_t r1, const float* x, std::int64_t t,
+               std::int64_t ldx, float* y, std::int64_t ldy) {
+    thread_local std::vector<float> tile;
+    for (std::int64_t r = r0; r < r1; r += k_gemm_tile_rows) {
+        const std::int64_t rows = std::min(k_gemm_tile_rows, r1 - r);
+        const float* b = nullptr;
+        std::int64_t ldb = w.cols;
+        if (w.type == dtype::f32) {
+            b = reinterpret_cast<const float*>(w.row(r));
+            ldb = w.row_stride;
+        } else {
+            tile.resize(static_cast<std::size_t>(rows * w.cols));
+            convert_rows_to_f32(w, r, r + rows, tile.data());
+            b = tile.data();
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(t), static_cast<int>(rows),
+                    static_cast<int>(w.cols), 1.0f, x, static_cast<int>(ldx), b, static_cast<int>(ldb), 0.0f, y + r,
+                    static_cast<int>(ldy));
+    }
+}
+
+}  // namespace
+
+void linear(thread_pool& pool, const tensor_view& w, const float* x, std::int64_t t, std::int64_t ldx, float* y,
+            std::int64_t ldy) {
+    if (t <= 0 || w.rows <= 0) return;
+    const std::int64_t work = w.rows * w.cols * t;
+    if (t == 1) {
+        pool.parallel_for(w.rows, 16, work, [&](std::int64_t b, std::int64_t e) { dot_rows(w, b, e, x, y + b); });
+        return;
+    }
+    if (t <= k_small_batch) {
+        pool.parallel_for(w.rows, 16, work,
+                          [&](std::int64_t b, std::int64_t e) { dot_rows_multi(w, b, e, x, t, ldx, y + b, ldy); });
+        return;
+    }
+    single_threaded_blas();
+    pool.parallel_for(w.rows, k_gemm_tile_rows, work,
+                      [&](std::int64_t b, std::int64_t e) { gemm_rows(w, b, e, x, t, ldx, y, ldy); });
+}
+
+}  // namespace calserve::model
