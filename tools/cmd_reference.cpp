@@ -1,0 +1,119 @@
+// `calserve reference`: the greedy golden corpus (prompts JSONL in, steps JSONL out).
+#include <CLI/CLI.hpp>
+#include <boost/json.hpp>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "model/transformer.hpp"
+#include "model/transformer_greedy.hpp"
+#include "tools/command.hpp"
+
+namespace calserve::tools {
+namespace {
+namespace json = boost::json;
+
+struct options {
+    std::string model_dir;
+    std::string prompts;
+    std::string output;
+    std::int64_t max_tokens = 16;
+    std::int64_t top = 5;
+    int threads = 2;
+    int tensor_parallel = 1;
+};
+
+struct prompt {
+    json::value id;
+    std::vector<model::token_id> ids;
+};
+
+// One JSONL line: {"id", "token_ids": [...]} (or "text", which needs the tokenizer).
+result<prompt> parse_prompt(const std::string& line, std::size_t line_no) {
+    const std::string where = "prompts line " + std::to_string(line_no) + ": ";
+    boost::system::error_code ec;
+    json::value v = json::parse(line, ec);
+    if (ec || !v.is_object()) return make_error(status::parse_error, where + "not a JSON object");
+    const auto& o = v.as_object();
+    prompt p;
+    p.id = o.contains("id") ? o.at("id") : json::value(static_cast<std::int64_t>(line_no));
+    if (const auto* ids = o.if_contains("token_ids")) {
+        if (!ids->is_array()) return make_error(status::parse_error, where + "token_ids must be an array");
+        for (const auto& t : ids->as_array()) {
+            if (!t.is_int64()) return make_error(status::parse_error, where + "token_ids must be integers");
+            p.ids.push_back(static_cast<model::token_id>(t.as_int64()));
+        }
+        return p;
+    }
+    if (o.contains("text"))
+        return make_error(status::unsupported, where + "text prompts need the tokenizer, not in this build; give token_ids");
+    return make_error(status::parse_error, where + "needs token_ids or text");
+}
+
+json::object to_json(const prompt& p, const model::greedy_run& run) {
+    json::array prompt_ids, generated, steps;
+    for (auto t : p.ids) prompt_ids.emplace_back(t);
+    for (auto t : run.generated) generated.emplace_back(t);
+    for (const auto& s : run.steps) {
+        json::array top;
+        for (const auto& [id, logit] : s.top) top.emplace_back(json::array{id, static_cast<double>(logit)});
+        steps.emplace_back(json::object{{"top", std::move(top)}});
+    }
+    return json::object{{"id", p.id}, {"prompt_ids", std::move(prompt_ids)}, {"generated_ids", std::move(generated)},
+                        {"steps", std::move(steps)}};
+}
+
+int run(const options& o) {
+    std::ifstream in(o.prompts);
+    if (!in) {
+        std::cerr << "reference: cannot read " << o.prompts << "\n";
+        return 2;
+    }
+    model::load_options lo;
+    lo.threads = o.threads;
+    lo.tensor_parallel = o.tensor_parallel;
+    auto lm = model::load_causal_lm(o.model_dir, lo);
+    if (!lm) {
+        std::cerr << "reference: " << lm.error().what() << "\n";
+        return 2;
+    }
+    std::ofstream out(o.output, std::ios::trunc);
+    if (!out) {
+        std::cerr << "reference: cannot write " << o.output << "\n";
+        return 2;
+    }
+    std::string line;
+    std::size_t line_no = 0, done = 0;
+    while (std::getline(in, line)) {
+        ++line_no;
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        auto p = parse_prompt(line, line_no);
+        if (!p) {
+            std::cerr << "reference: " << p.error().what() << "\n";
+            return 2;
+        }
+        auto r = model::run_greedy(**lm, 1, p->ids, o.max_tokens, o.top);
+        if (!r) {
+            std::cerr << "reference: prompts line " << line_no << ": " << r.error().what() << "\n";
+            return 1;
+        }
+        out << json::serialize(to_json(*p, *r)) << "\n";
+        ++done;
+    }
+    std::cerr << "reference: " << done << " prompts -> " << o.output << "\n";
+    return out.flush() ? 0 : 1;
+}
+
+const bool registered = register_command("reference", "greedy reference corpus from a model directory", [](CLI::App& app) {
+    auto o = std::make_shared<options>();
+    app.add_option("--model", o->model_dir, "Hugging Face model directory")->required();
+    app.add_option("--prompts", o->prompts, "JSONL prompts: {\"id\", \"token_ids\"} or {\"id\", \"text\"}")->required();
+    app.add_option("--max-tokens", o->max_tokens, "tokens to generate per prompt")->check(CLI::Range(1, 1 << 20));
+    app.add_option("--top", o->top, "top-k (id, logit) pairs recorded per step")->check(CLI::Range(0, 1000));
+    app.add_option("--output", o->output, "output JSONL")->required();
+    app.add_option("--threads", o->threads, "compute threads")->check(CLI::Range(1, 256));
+    app.add_option("--tp", o->tensor_parallel, "tensor-parallel shards (1 or 2)")->check(CLI::Range(1, 2));
+    return [o] { return run(*o); };
+});
+}  // namespace
+}  // namespace calserve::tools
