@@ -1,0 +1,52 @@
+#pragma once
+//! OpenAI request bodies -> validated `api_request`s. Parsing is pure (no engine
+//! calls): `parse_completion` / `parse_chat` check types and ranges of every
+//! field and return an `api_error` that names the field. `prepare_prompt` then
+//! tokenizes through the engine (chat template first for chat) and checks the
+//! usable context, so an over-long request is a 400 before any device work.
+//!
+//! The same parser serves HTTP bodies and WebSocket `generate` messages.
+//! Unknown fields are ignored (OpenAI clients send extras such as `user`).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "actors/engine.hpp"
+#include "net/api_error.hpp"
+
+namespace boost::json {
+class object;
+}
+
+namespace calserve::net {
+
+enum class api_kind : std::uint8_t { completion, chat };
+
+struct api_request {
+    api_kind kind = api_kind::completion;
+    std::string model;                                // empty = the served model
+    std::variant<std::string, std::vector<actors::token_id>, std::vector<actors::chat_message>> prompt;
+    std::optional<std::int64_t> max_tokens;           // none = server default, clamped to the context
+    bool stream = false;
+    bool include_usage = false;                       // stream_options.include_usage
+    actors::generation_request gen;                   // sampling, stop, ignore_eos, timeout (prompt/id later)
+};
+
+struct parse_limits {
+    std::int64_t vocab_size = 0;                      // token ids and logit_bias keys must be below it
+};
+
+// `body` is the JSON text. Errors name the field (`param`).
+std::variant<api_request, api_error> parse_request(api_kind kind, const boost::json::object& body,
+                                                   const parse_limits& limits);
+std::variant<api_request, api_error> parse_request_text(api_kind kind, std::string_view body,
+                                                        const parse_limits& limits);
+
+// Tokenizes the prompt into `request.gen.prompt` and settles max_tokens against the
+// model's usable context (`default_max_tokens` when the request gives none).
+std::optional<api_error> prepare_prompt(api_request& request, const actors::engine& engine,
+                                        std::int64_t default_max_tokens);
+
+}  // namespace calserve::net

@@ -1,0 +1,309 @@
+// POST /v1/completions and /v1/chat/completions: admission, submit, and the
+// response as SSE (stream) or one JSON object (aggregate). While either runs, the
+// connection's read side is watched: a client that goes away cancels its request.
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/chunk_encode.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/json.hpp>
+
+#include "net/openai_format.hpp"
+#include "net/server_impl.hpp"
+
+namespace calserve::net {
+using namespace boost::asio::experimental::awaitable_operators;
+using asio::use_awaitable;
+using actors::finish_reason;
+
+void token_clock::on_token(actors::calserve_metrics& m, steady_clock::time_point at) {
+    if (!last) {
+        ttft_s = seconds_between(received, at);
+        m.time_to_first_token.observe(ttft_s);
+    } else {
+        m.inter_token_latency.observe(seconds_between(*last, at));
+    }
+    last = at;
+}
+
+void count_outcome(actors::calserve_metrics& m, finish_reason r) {
+    using actors::metrics::outcome;
+    switch (r) {
+        case finish_reason::stop: m.requests(outcome::stop).inc(); return;
+        case finish_reason::length: m.requests(outcome::length).inc(); return;
+        case finish_reason::cancelled: m.requests(outcome::cancelled).inc(); return;
+        case finish_reason::timeout: m.requests(outcome::timeout).inc(); return;
+        case finish_reason::error: m.requests(outcome::error).inc(); return;
+    }
+}
+
+api_error finish_error(const actors::generation_result& r) {
+    if (r.reason == finish_reason::timeout) {
+        return api_error{status::deadline_exceeded, {}, r.failure ? r.failure->what() : "request deadline passed"};
+    }
+    if (r.reason == finish_reason::cancelled) return api_error{status::cancelled, {}, "request cancelled"};
+    if (r.failure) return from_error_info(*r.failure);
+    return api_error{status::internal, {}, "request failed"};
+}
+
+std::variant<api_request, api_error> admit_request(http_server::impl& srv, api_kind kind,
+                                                   const boost::json::object& body, double& tokenize_s) {
+    if (!srv.accepting_work()) {
+        return api_error{status::not_ready, {}, srv.draining.load() ? "server is draining" : "server not ready"};
+    }
+    const auto& card = srv.engine.card();
+    auto parsed = parse_request(kind, body, parse_limits{card.vocab_size});
+    if (auto* e = std::get_if<api_error>(&parsed)) return *e;
+    auto& req = std::get<api_request>(parsed);
+    if (!req.model.empty() && req.model != card.name) {
+        return field_error("model", "model '" + req.model + "' does not exist (served: " + card.name + ")",
+                           status::not_found);
+    }
+    req.model = card.name;
+    const auto t0 = steady_clock::now();
+    auto err = prepare_prompt(req, srv.engine, srv.options.default_max_tokens);
+    tokenize_s = seconds_between(t0, steady_clock::now());
+    srv.metrics.phase_seconds(actors::metrics::phase::tokenize).observe(tokenize_s);
+    if (err) return *err;
+    return std::move(req);
+}
+
+namespace {
+struct generation {
+    std::shared_ptr<http_server::impl> srv;
+    api_request req;
+    std::string id;
+    std::shared_ptr<stream_channel> channel;
+    std::unique_ptr<response_builder> builder;
+    token_clock clock;
+    timing_record rec;
+    std::optional<actors::generation_result> result;
+    bool overflowed = false;
+    bool write_failed = false;
+};
+
+std::string sse(std::string_view json_text) {
+    std::string out = "data: ";
+    out += json_text;
+    out += "\n\n";
+    return out;
+}
+
+bool cancelled_here(asio::cancellation_state s) { return s.cancelled() != asio::cancellation_type::none; }
+
+// The tail of an SSE stream once the engine finished: finish chunk or error, usage, [DONE].
+std::string sse_tail(generation& g) {
+    std::string out;
+    const auto& r = *g.result;
+    if (!g.overflowed) {
+        if (r.reason == finish_reason::stop || r.reason == finish_reason::length) {
+            out += sse(g.builder->finish_chunk(r));
+        } else {
+            out += sse(error_json(finish_error(r)));
+        }
+    }
+    if (g.req.include_usage) out += sse(g.builder->usage_chunk(r.tokens));
+    out += "data: [DONE]\n\n";
+    return out;
+}
+
+// Turns queued events into SSE text; sets g.result on the finish event.
+std::string sse_batch(generation& g, std::vector<stream_event>& events, const std::vector<std::uint64_t>& over) {
+    std::string out;
+    if (!over.empty() && !g.overflowed) {
+        g.overflowed = true;
+        g.srv->engine.cancel(g.id);
+        out += sse(error_json(api_error{status::queue_full, {}, "client too slow: stream queue full, cancelled"}));
+    }
+    for (auto& ev : events) {
+        if (auto* t = std::get_if<actors::generated_token>(&ev.body)) {
+            if (g.overflowed) continue;
+            g.clock.on_token(g.srv->metrics, ev.at);
+            auto c = g.builder->token_chunk(*t);
+            if (!c.empty()) out += sse(c);
+        } else if (auto* r = std::get_if<actors::generation_result>(&ev.body)) {
+            g.result = *r;
+        }
+    }
+    if (g.result) out += sse_tail(g);
+    return out;
+}
+
+asio::awaitable<void> pump_sse(generation& g, beast::tcp_stream& stream) {
+    std::vector<stream_event> events;
+    std::vector<std::uint64_t> over;
+    while (!g.result) {
+        co_await g.channel->wait();
+        if (cancelled_here(co_await asio::this_coro::cancellation_state)) co_return;
+        events.clear();
+        over.clear();
+        g.channel->take(events, over);
+        std::string out = sse_batch(g, events, over);
+        if (out.empty()) continue;
+        const auto t0 = steady_clock::now();
+        stream.expires_after(g.srv->options.write_timeout);
+        auto [ec, n] = co_await asio::async_write(stream, http::make_chunk(asio::buffer(out)),
+                                                  asio::as_tuple(use_awaitable));
+        (void)n;
+        stream.expires_never();
+        const double flush = seconds_between(t0, steady_clock::now());
+        g.rec.flush_s += flush;
+        g.srv->metrics.phase_seconds(actors::metrics::phase::flush).observe(flush);
+        if (ec) {
+            g.write_failed = true;
+            co_return;
+        }
+    }
+}
+
+asio::awaitable<void> pump_aggregate(generation& g) {
+    std::vector<stream_event> events;
+    std::vector<std::uint64_t> over;
+    while (!g.result) {
+        co_await g.channel->wait();
+        if (cancelled_here(co_await asio::this_coro::cancellation_state)) co_return;
+        events.clear();
+        over.clear();
+        g.channel->take(events, over);
+        if (!over.empty() && !g.overflowed) {
+            g.overflowed = true;
+            g.srv->engine.cancel(g.id);
+        }
+        for (auto& ev : events) {
+            if (auto* t = std::get_if<actors::generated_token>(&ev.body)) {
+                g.clock.on_token(g.srv->metrics, ev.at);
+                g.builder->add_token(*t);
+            } else if (auto* r = std::get_if<actors::generation_result>(&ev.body)) {
+                g.result = *r;
+            }
+        }
+    }
+}
+
+// Shared ending: peer gone -> cancel; metrics, timing log.
+void finish_generation(generation& g, http_exchange& ex, bool peer_gone, unsigned http_status) {
+    if (peer_gone || !g.result) {
+        g.srv->engine.cancel(g.id);
+        g.channel->close();
+    }
+    const auto reason = g.result && !peer_gone ? g.result->reason : finish_reason::cancelled;
+    count_outcome(g.srv->metrics, reason);
+    const double e2e = seconds_between(ex.received, steady_clock::now());
+    g.srv->metrics.e2e_request_latency.observe(e2e);
+    if (!g.srv->timing) return;
+    auto& rec = g.rec;
+    rec.http_status = http_status;
+    rec.finish_reason = std::string(finish_reason_name(reason));
+    rec.prompt_tokens = static_cast<std::int64_t>(g.req.gen.prompt.size());
+    rec.ttft_s = g.clock.ttft_s;
+    rec.e2e_s = e2e;
+    if (g.result) {
+        rec.completion_tokens = g.result->tokens.completion_tokens;
+        rec.queue_s = g.result->queue_s;
+        rec.server_ttft_s = g.result->ttft_s;
+        rec.server_e2e_s = g.result->e2e_s;
+    }
+    g.srv->timing->write(rec);
+}
+
+asio::awaitable<bool> respond_stream(generation& g, http_exchange& ex) {
+    http::response<http::empty_body> res{http::status::ok, ex.req.version()};
+    res.set(http::field::server, "calserve");
+    res.set(http::field::content_type, "text/event-stream");
+    res.set(http::field::cache_control, "no-cache");
+    res.set("X-Request-Id", g.id);
+    res.keep_alive(ex.req.keep_alive());
+    res.chunked(true);
+    http::response_serializer<http::empty_body> sr{res};
+    ex.stream.expires_after(g.srv->options.write_timeout);
+    auto [ec, n] = co_await http::async_write_header(ex.stream, sr, asio::as_tuple(use_awaitable));
+    (void)n;
+    ex.stream.expires_never();
+    bool peer_gone = static_cast<bool>(ec);
+    if (!peer_gone) {
+        auto which = co_await (pump_sse(g, ex.stream) || watch_peer(ex.stream, ex.buffer));
+        peer_gone = which.index() == 1 || g.write_failed;
+    }
+    if (!peer_gone) {
+        ex.stream.expires_after(g.srv->options.write_timeout);
+        auto [ec2, n2] = co_await asio::async_write(ex.stream, http::make_chunk_last(), asio::as_tuple(use_awaitable));
+        (void)n2;
+        ex.stream.expires_never();
+        peer_gone = static_cast<bool>(ec2);
+    }
+    finish_generation(g, ex, peer_gone, 200);
+    co_return !peer_gone && res.keep_alive();
+}
+
+asio::awaitable<bool> respond_aggregate(generation& g, http_exchange& ex) {
+    auto which = co_await (pump_aggregate(g) || watch_peer(ex.stream, ex.buffer));
+    if (which.index() == 1) {
+        finish_generation(g, ex, true, 499);
+        co_return false;
+    }
+    const auto& r = *g.result;
+    bool keep = false;
+    unsigned code = 200;
+    if (g.overflowed) {
+        api_error e{status::queue_full, {}, "response queue overflowed; request cancelled"};
+        code = map_status(e.code).http_status;
+        keep = co_await send_error(ex, e);
+    } else if (r.reason == finish_reason::stop || r.reason == finish_reason::length) {
+        std::string body = g.builder->final_response(r);
+        keep = co_await send_response(ex, 200, std::move(body));
+    } else {
+        auto e = finish_error(r);
+        code = map_status(e.code).http_status;
+        keep = co_await send_error(ex, e);
+    }
+    finish_generation(g, ex, false, code);
+    co_return keep;
+}
+}  // namespace
+
+asio::awaitable<bool> handle_generate(http_exchange& ex, api_kind kind) {
+    auto& srv = *ex.server;
+    boost::system::error_code jec;
+    auto body = boost::json::parse(ex.req.body(), jec);
+    std::variant<api_request, api_error> admitted = api_error{};
+    double tokenize_s = 0;
+    if (jec) admitted = field_error("body", "invalid JSON (" + jec.message() + ")", status::parse_error);
+    else if (!body.is_object()) admitted = field_error("body", "expected a JSON object", status::parse_error);
+    else admitted = admit_request(srv, kind, body.get_object(), tokenize_s);
+    if (admitted.index() == 1) {
+        srv.metrics.requests(actors::metrics::outcome::rejected).inc();
+        co_return co_await send_error(ex, std::get<api_error>(admitted));
+    }
+    generation g;
+    g.srv = ex.server;
+    g.req = std::move(std::get<api_request>(admitted));
+    g.id = new_request_id(kind);
+    g.req.gen.id = g.id;
+    g.channel = std::make_shared<stream_channel>(ex.stream.get_executor(), srv.options.write_queue);
+    g.clock.received = ex.received;
+    g.rec.id = g.id;
+    g.rec.route = kind == api_kind::chat ? "chat" : "completions";
+    g.rec.stream = g.req.stream;
+    g.rec.received_unix = ex.received_unix;
+    g.rec.tokenize_s = tokenize_s;
+    auto* engine = &srv.engine;
+    g.builder = std::make_unique<response_builder>(
+        kind, g.id, g.req.model, g.req.include_usage, g.req.gen.sampling, [engine](actors::token_id t) {
+            auto s = engine->decode({t});
+            return s ? std::move(*s) : std::string();
+        });
+    auto submitted = srv.engine.submit(g.req.gen, std::make_shared<channel_sink>(g.channel, 0));
+    if (!submitted) {
+        srv.metrics.requests(actors::metrics::outcome::rejected).inc();
+        g.channel->close();
+        api_error refusal = from_error_info(submitted.error());
+        co_return co_await send_error(ex, refusal);
+    }
+    if (g.req.stream) co_return co_await respond_stream(g, ex);
+    co_return co_await respond_aggregate(g, ex);
+}
+
+}  // namespace calserve::net

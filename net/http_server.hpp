@@ -1,0 +1,79 @@
+#pragma once
+//! The OpenAI-compatible HTTP/WebSocket front end (Beast, C++20 coroutines).
+//!
+//! Role: accept connections on a caller-provided `io_context` (run by N threads
+//! elsewhere), one strand per connection; route requests through the one route
+//! table (net/routes.cpp); turn bodies into engine `generation_request`s and
+//! stream what the engine's sink receives as SSE, JSON or WebSocket events.
+//!
+//! Fault model: every failure is an HTTP/WS error in OpenAI's shape, mapped from
+//! a `calserve::status` in one place (api_error.hpp). A client that disconnects
+//! has its request cancelled (engine.cancel) as soon as the read side sees it; a
+//! client too slow to take its stream has the stream cancelled with an error
+//! (bounded per-stream / per-socket queues). Nothing here blocks an engine thread.
+//!
+//! Lifetime: `stop()` closes the listener and every connection; the engine and
+//! metrics must outlive the io_context's handlers (stop, then let the io_context
+//! finish or destroy it, then destroy the engine).
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "actors/engine.hpp"
+#include "actors/metrics.hpp"
+#include "config/result.hpp"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace calserve {
+class config;
+}
+
+namespace calserve::net {
+
+struct server_options {
+    std::string host = "127.0.0.1";
+    std::uint16_t port = 0;                         // 0 = ephemeral; start() returns the bound port
+    std::string api_key;                            // empty = open
+    std::size_t max_body_bytes = 1 << 20;           // larger bodies get 413
+    std::size_t write_queue = 256;                  // token events buffered per stream / per WebSocket
+    std::string timing_log;                         // JSONL path; empty = off
+    std::int64_t default_max_tokens = 256;          // when a request gives none
+    std::chrono::seconds retry_after{1};            // Retry-After on 429/503
+    std::chrono::seconds idle_timeout{60};          // keep-alive wait for the next request
+    std::chrono::seconds write_timeout{30};         // one socket write to the client
+
+    // server.host/port/api_key/max_body_bytes/ws_write_queue/timing_log, runtime.default_max_tokens.
+    static server_options from_config(const config& c);
+};
+
+class http_server {
+public:
+    http_server(boost::asio::io_context& ioc, actors::engine& engine, actors::calserve_metrics& metrics,
+                server_options options);
+    ~http_server();
+    http_server(const http_server&) = delete;
+    http_server& operator=(const http_server&) = delete;
+
+    // Binds and starts accepting; returns the bound port.
+    result<std::uint16_t> start();
+    // Drain: /ready turns false, new generation requests get 503, engine.drain() is
+    // called; requests in flight continue. resume() undoes it.
+    void drain();
+    void resume();
+    bool draining() const;
+    // Stops accepting and closes every connection (their requests are cancelled).
+    void stop();
+    // Open connections (HTTP and WebSocket).
+    std::size_t connections() const;
+
+    struct impl;
+
+private:
+    std::shared_ptr<impl> impl_;
+};
+
+}  // namespace calserve::net

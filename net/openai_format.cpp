@@ -1,0 +1,190 @@
+// OpenAI response and chunk JSON. See openai_format.hpp.
+#include "net/openai_format.hpp"
+
+#include <atomic>
+#include <boost/json.hpp>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+namespace calserve::net {
+namespace json = boost::json;
+
+std::string new_request_id(api_kind kind) {
+    static const std::uint64_t run_salt = [] {
+        std::random_device rd;
+        return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+    }();
+    static std::atomic<std::uint64_t> counter{0};
+    const std::uint64_t n = counter.fetch_add(1, std::memory_order_relaxed);
+    // splitmix64 of the counter keeps ids unguessable-looking yet unique within the run.
+    std::uint64_t z = run_salt + n * 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%s-%016llx%08llx", kind == api_kind::chat ? "chatcmpl" : "cmpl",
+                  static_cast<unsigned long long>(z), static_cast<unsigned long long>(n & 0xffffffffULL));
+    return buf;
+}
+
+std::string_view finish_reason_name(actors::finish_reason r) {
+    switch (r) {
+        case actors::finish_reason::stop: return "stop";
+        case actors::finish_reason::length: return "length";
+        case actors::finish_reason::cancelled: return "cancelled";
+        case actors::finish_reason::timeout: return "timeout";
+        case actors::finish_reason::error: return "error";
+    }
+    return "error";
+}
+
+namespace {
+json::array byte_array(std::string_view s) {
+    json::array a;
+    for (unsigned char c : s) a.emplace_back(static_cast<std::int64_t>(c));
+    return a;
+}
+
+json::object usage_json(const actors::usage& u) {
+    return json::object{{"prompt_tokens", u.prompt_tokens},
+                        {"completion_tokens", u.completion_tokens},
+                        {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+}  // namespace
+
+struct response_builder::logprob_state {
+    json::array content;         // chat: one entry per token
+    json::array tokens;          // completion layout
+    json::array token_logprobs;
+    json::array top_logprobs;
+    json::array text_offset;
+};
+
+response_builder::response_builder(api_kind kind, std::string id, std::string model, bool include_usage,
+                                   const model::sampling_params& sampling, token_text_fn token_text)
+    : kind_(kind), id_(std::move(id)), model_(std::move(model)),
+      created_(std::chrono::duration_cast<std::chrono::seconds>(
+                   std::chrono::system_clock::now().time_since_epoch()).count()),
+      include_usage_(include_usage), logprobs_(sampling.logprobs), token_text_(std::move(token_text)),
+      lp_(std::make_unique<logprob_state>()) {}
+
+response_builder::~response_builder() = default;
+
+// Returns the chunk's logprobs JSON for one token and appends the token to the aggregate.
+std::string response_builder::logprobs_for(const actors::generated_token& t) {
+    auto text_of = [&](actors::token_id id) { return token_text_ ? token_text_(id) : std::string(); };
+    const std::string tok = token_text_ ? text_of(t.token) : t.text;
+    if (kind_ == api_kind::chat) {
+        json::array top;
+        for (const auto& alt : t.top) {
+            std::string s = text_of(alt.token);
+            top.push_back(json::object{{"token", s}, {"logprob", alt.logprob}, {"bytes", byte_array(s)}});
+        }
+        json::object entry{{"token", tok}, {"logprob", t.logprob}, {"bytes", byte_array(tok)}};
+        entry["top_logprobs"] = std::move(top);
+        lp_->content.push_back(entry);
+        return json::serialize(json::object{{"content", json::array{entry}}});
+    }
+    json::object top;
+    for (const auto& alt : t.top) top[text_of(alt.token)] = alt.logprob;
+    lp_->tokens.push_back(json::string(tok));
+    lp_->token_logprobs.push_back(t.logprob);
+    lp_->top_logprobs.push_back(top);
+    lp_->text_offset.push_back(text_offset_);
+    json::object chunk{{"tokens", json::array{json::string(tok)}},
+                       {"token_logprobs", json::array{t.logprob}},
+                       {"top_logprobs", json::array{top}},
+                       {"text_offset", json::array{text_offset_}}};
+    return json::serialize(chunk);
+}
+
+std::string response_builder::chunk(std::string_view text, const std::string* logprobs_json, std::string_view finish) {
+    json::object choice{{"index", 0}};
+    if (kind_ == api_kind::chat) {
+        json::object delta;
+        if (!role_sent_) {
+            delta["role"] = "assistant";
+            role_sent_ = true;
+        }
+        if (!text.empty() || finish.empty()) delta["content"] = text;
+        choice["delta"] = std::move(delta);
+    } else {
+        choice["text"] = text;
+    }
+    if (logprobs_json) choice["logprobs"] = json::parse(*logprobs_json);
+    else choice["logprobs"] = nullptr;
+    if (finish.empty()) choice["finish_reason"] = nullptr;
+    else choice["finish_reason"] = finish;
+    json::object out{{"id", id_},
+                     {"object", kind_ == api_kind::chat ? "chat.completion.chunk" : "text_completion"},
+                     {"created", created_},
+                     {"model", model_}};
+    out["choices"] = json::array{std::move(choice)};
+    if (include_usage_) out["usage"] = nullptr;
+    return json::serialize(out);
+}
+
+std::string response_builder::token_chunk(const actors::generated_token& t) {
+    if (logprobs_) {
+        std::string lp = logprobs_for(t);
+        std::string out = chunk(t.text, &lp, {});
+        text_offset_ += static_cast<std::int64_t>(t.text.size());
+        return out;
+    }
+    text_offset_ += static_cast<std::int64_t>(t.text.size());
+    if (t.text.empty() && role_sent_) return {};
+    return chunk(t.text, nullptr, {});
+}
+
+std::string response_builder::finish_chunk(const actors::generation_result& r) {
+    return chunk(r.tail_text, nullptr, finish_reason_name(r.reason));
+}
+
+std::string response_builder::usage_chunk(const actors::usage& u) const {
+    json::object out{{"id", id_},
+                     {"object", kind_ == api_kind::chat ? "chat.completion.chunk" : "text_completion"},
+                     {"created", created_},
+                     {"model", model_},
+                     {"choices", json::array{}}};
+    out["usage"] = usage_json(u);
+    return json::serialize(out);
+}
+
+void response_builder::add_token(const actors::generated_token& t) {
+    if (logprobs_) (void)logprobs_for(t);
+    text_ += t.text;
+    text_offset_ += static_cast<std::int64_t>(t.text.size());
+}
+
+std::string response_builder::final_response(const actors::generation_result& r) {
+    text_ += r.tail_text;
+    json::value lp = nullptr;
+    if (logprobs_) {
+        if (kind_ == api_kind::chat) {
+            lp = json::object{{"content", std::move(lp_->content)}};
+        } else {
+            lp = json::object{{"tokens", std::move(lp_->tokens)},
+                              {"token_logprobs", std::move(lp_->token_logprobs)},
+                              {"top_logprobs", std::move(lp_->top_logprobs)},
+                              {"text_offset", std::move(lp_->text_offset)}};
+        }
+    }
+    json::object choice{{"index", 0}};
+    if (kind_ == api_kind::chat) {
+        choice["message"] = json::object{{"role", "assistant"}, {"content", text_}};
+    } else {
+        choice["text"] = text_;
+    }
+    choice["logprobs"] = std::move(lp);
+    choice["finish_reason"] = finish_reason_name(r.reason);
+    json::object out{{"id", id_},
+                     {"object", kind_ == api_kind::chat ? "chat.completion" : "text_completion"},
+                     {"created", created_},
+                     {"model", model_}};
+    out["choices"] = json::array{std::move(choice)};
+    out["usage"] = usage_json(r.tokens);
+    return json::serialize(out);
+}
+
+}  // namespace calserve::net

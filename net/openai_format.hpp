@@ -1,0 +1,64 @@
+#pragma once
+//! OpenAI response shapes: completion / chat.completion objects, their streaming
+//! chunks (`text_completion` / `chat.completion.chunk`), the usage chunk of
+//! `stream_options.include_usage`, and logprobs in both APIs' layouts.
+//!
+//! A `response_builder` is fed the engine's tokens in order; it produces chunk
+//! text for streaming and keeps the aggregate for a non-streaming answer, so
+//! both paths share one formatter. It is used on one strand only.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "actors/engine.hpp"
+#include "net/api_params.hpp"
+
+namespace calserve::net {
+
+// "cmpl-<24 hex>" or "chatcmpl-<24 hex>", unique per process run.
+std::string new_request_id(api_kind kind);
+
+// OpenAI finish_reason for an engine finish reason ("stop", "length", ...).
+std::string_view finish_reason_name(actors::finish_reason r);
+
+// Renders a token id as text (for logprobs); the engine's decode in production.
+using token_text_fn = std::function<std::string(actors::token_id)>;
+
+class response_builder {
+public:
+    response_builder(api_kind kind, std::string id, std::string model, bool include_usage,
+                     const model::sampling_params& sampling, token_text_fn token_text);
+    ~response_builder();
+
+    const std::string& id() const { return id_; }
+    // Streaming: the chunk JSON for one token (empty when the token released no text and
+    // carries no logprobs); the first chat chunk carries the assistant role.
+    std::string token_chunk(const actors::generated_token& t);
+    // Streaming: the chunk with finish_reason (and the tail text), then the usage chunk if asked.
+    std::string finish_chunk(const actors::generation_result& r);
+    std::string usage_chunk(const actors::usage& u) const;
+    // Non-streaming: aggregate tokens, then the whole response object.
+    void add_token(const actors::generated_token& t);
+    std::string final_response(const actors::generation_result& r);
+
+private:
+    struct logprob_state;
+    std::string chunk(std::string_view text, const std::string* logprobs_json, std::string_view finish);
+    std::string logprobs_for(const actors::generated_token& t);
+
+    api_kind kind_;
+    std::string id_;
+    std::string model_;
+    std::int64_t created_;
+    bool include_usage_;
+    bool logprobs_;
+    bool role_sent_ = false;
+    std::string text_;                       // aggregate text (non-streaming)
+    std::int64_t text_offset_ = 0;           // completion logprobs text_offset
+    token_text_fn token_text_;
+    std::unique_ptr<logprob_state> lp_;      // aggregate logprobs (non-streaming)
+};
+
+}  // namespace calserve::net

@@ -1,0 +1,117 @@
+#pragma once
+//! Internals shared by the server's translation units (listener/session,
+//! routes, generation handlers, WebSocket). Not part of the public interface.
+//!
+//! Threading: `impl` is shared by every connection coroutine; its mutable state is
+//! atomics or mutex-guarded. Each exchange runs on its connection's strand.
+#include <atomic>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+
+#include "net/api_error.hpp"
+#include "net/api_params.hpp"
+#include "net/stream_channel.hpp"
+#include "net/http_server.hpp"
+#include "net/timing_log.hpp"
+
+namespace boost::json {
+class object;
+}
+
+namespace calserve::net {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using tcp = asio::ip::tcp;
+using http_request = http::request<http::string_body>;
+
+struct http_server::impl : std::enable_shared_from_this<http_server::impl> {
+    impl(asio::io_context& ioc, actors::engine& e, actors::calserve_metrics& m, server_options o);
+
+    asio::io_context& ioc;
+    actors::engine& engine;
+    actors::calserve_metrics& metrics;
+    const server_options options;
+    std::unique_ptr<timing_log> timing;             // null = off
+    std::optional<tcp::acceptor> acceptor;          // used on acceptor_strand only
+    asio::strand<asio::io_context::executor_type> acceptor_strand;
+    std::atomic<bool> draining{false};
+    std::atomic<bool> stopped{false};
+
+    // Open connections, so stop() can close them: id -> a closer that posts onto the
+    // connection's strand and closes its socket (a no-op once the connection is gone).
+    mutable std::mutex conn_mutex;
+    std::map<std::uint64_t, std::function<void()>> conns;  // guarded by conn_mutex
+    std::uint64_t next_conn = 0;                            // guarded by conn_mutex
+    std::uint64_t add_conn(std::function<void()> closer);
+    void set_conn(std::uint64_t id, std::function<void()> closer);
+    void remove_conn(std::uint64_t id);
+
+    bool authorized(const http_request& req) const;
+    bool accepting_work() const;   // not draining and the engine is ready
+};
+
+// One request/response exchange on a connection.
+struct http_exchange {
+    std::shared_ptr<http_server::impl> server;
+    beast::tcp_stream& stream;
+    beast::flat_buffer& buffer;
+    http_request& req;
+    steady_clock::time_point received;
+    double received_unix = 0;
+};
+
+// Route table and dispatch (routes.cpp). Returns whether to keep the connection open.
+asio::awaitable<bool> dispatch(http_exchange& ex);
+
+// Response helpers (routes.cpp).
+asio::awaitable<bool> send_response(http_exchange& ex, unsigned status, std::string body,
+                                    std::string_view content_type = "application/json");
+asio::awaitable<bool> send_error(http_exchange& ex, const api_error& e);
+
+// Generation routes (generate_http.cpp).
+asio::awaitable<bool> handle_generate(http_exchange& ex, api_kind kind);
+
+// Reads the peer until it closes (or until cancelled); bytes it reads are kept in
+// `buffer` for the next request. Returns when the peer is gone.
+asio::awaitable<void> watch_peer(beast::tcp_stream& stream, beast::flat_buffer& buffer);
+
+// WebSocket /v1/ws (ws_session.cpp): takes over the connection after the upgrade request.
+asio::awaitable<void> run_websocket(std::shared_ptr<http_server::impl> server, std::uint64_t conn_id,
+                                    beast::tcp_stream stream, http_request req);
+
+// Shared by HTTP and WebSocket generation (generate_http.cpp) -----------------
+
+// Drain/readiness check, body validation, model check, tokenization (timed as the
+// tokenize phase) and context check. Fills a request ready for engine.submit but
+// for its id.
+std::variant<api_request, api_error> admit_request(http_server::impl& srv, api_kind kind,
+                                                   const boost::json::object& body, double& tokenize_s);
+
+// Client-visible token timing: records TTFT and inter-token latency histograms.
+struct token_clock {
+    steady_clock::time_point received;
+    std::optional<steady_clock::time_point> last;
+    double ttft_s = -1;
+    void on_token(actors::calserve_metrics& m, steady_clock::time_point at);
+};
+
+// calserve_requests_total{outcome} for a finished request.
+void count_outcome(actors::calserve_metrics& m, actors::finish_reason r);
+
+// The error a non-successful finish reports (timeout -> 504, error -> its status, ...).
+api_error finish_error(const actors::generation_result& r);
+
+double seconds_between(steady_clock::time_point a, steady_clock::time_point b);
+
+}  // namespace calserve::net

@@ -1,0 +1,288 @@
+// WebSocket /v1/ws: many generations multiplexed on one socket by client id.
+// Protocol (docs/api.md):
+//   client -> {"type":"generate","id":"c1", ...completion params...} | {"type":"cancel","id":"c1"}
+//   server -> {"type":"started","id","request_id"} {"type":"delta","id","text","token"[,"logprob"]}
+//             {"type":"done","id","finish_reason","usage"} {"type":"error","id","status","error":{...}}
+// Each accepted generate ends with exactly one `done` or `error`.
+//
+// One reader coroutine (client messages) and one writer coroutine (the socket's
+// stream_channel) share the connection's strand. All streams of the socket share
+// one bounded channel (server.ws_write_queue token events): when it is full, the
+// stream whose token did not fit is cancelled with an error event; other sockets
+// have their own channels and are unaffected.
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/websocket.hpp>
+#include <boost/json.hpp>
+#include <unordered_map>
+
+#include "net/openai_format.hpp"
+#include "net/server_impl.hpp"
+
+namespace calserve::net {
+using namespace boost::asio::experimental::awaitable_operators;
+using asio::use_awaitable;
+namespace json = boost::json;
+namespace websocket = beast::websocket;
+using ws_stream = websocket::stream<beast::tcp_stream>;
+
+namespace {
+constexpr std::size_t k_max_streams_per_socket = 256;
+
+struct ws_stream_state {
+    std::string client_id;
+    std::string request_id;
+    token_clock clock;
+    bool logprobs = false;
+    timing_record rec;
+    bool ended = false;       // done or error already sent
+};
+
+struct ws_session {
+    std::shared_ptr<http_server::impl> srv;
+    std::shared_ptr<ws_stream> ws;
+    std::shared_ptr<stream_channel> channel;
+    std::unordered_map<std::uint64_t, ws_stream_state> streams;   // live streams by key
+    std::unordered_map<std::string, std::uint64_t> by_client_id;  // client id -> key
+    std::uint64_t next_key = 1;
+
+    void reply(std::string text) { channel->push(stream_event{0, std::move(text), steady_clock::now()}); }
+    void reply_error(std::string_view id, const api_error& e) {
+        json::object err{{"message", e.message},
+                         {"type", map_status(e.code).type},
+                         {"param", e.param.empty() ? json::value(nullptr) : json::value(e.param)},
+                         {"code", to_string(e.code)}};
+        json::object o{{"type", "error"}, {"id", id}, {"status", map_status(e.code).http_status}};
+        o["error"] = std::move(err);
+        reply(json::serialize(o));
+    }
+    void on_generate(const json::object& msg, std::string id);
+    void on_cancel(const std::string& id);
+    void on_message(std::string_view text);
+    void end_stream(std::uint64_t key, const actors::generation_result* r, const api_error* e);
+    std::string render(const stream_event& ev, std::vector<std::string>& extra);
+};
+
+void ws_session::on_message(std::string_view text) {
+    boost::system::error_code ec;
+    auto v = json::parse(text, ec);
+    if (ec || !v.is_object()) {
+        reply_error("", field_error("message", "expected a JSON object", status::parse_error));
+        return;
+    }
+    const auto& o = v.get_object();
+    const auto* type = o.if_contains("type");
+    const auto* id = o.if_contains("id");
+    std::string sid = id && id->is_string() ? std::string(id->get_string()) : std::string();
+    if (!id || !id->is_string() || sid.empty()) {
+        reply_error("", field_error("id", "expected a non-empty string"));
+        return;
+    }
+    if (!type || !type->is_string()) {
+        reply_error(sid, field_error("type", "expected \"generate\" or \"cancel\""));
+    } else if (type->get_string() == "generate") {
+        on_generate(o, std::move(sid));
+    } else if (type->get_string() == "cancel") {
+        on_cancel(sid);
+    } else {
+        reply_error(sid, field_error("type", "expected \"generate\" or \"cancel\""));
+    }
+}
+
+void ws_session::on_generate(const json::object& msg, std::string id) {
+    if (by_client_id.contains(id)) {
+        reply_error(id, field_error("id", "a stream with this id is still running"));
+        return;
+    }
+    if (streams.size() >= k_max_streams_per_socket) {
+        reply_error(id, api_error{status::overloaded, {}, "too many streams on this socket"});
+        return;
+    }
+    const auto received = steady_clock::now();
+    double tokenize_s = 0;
+    const api_kind kind = msg.contains("messages") ? api_kind::chat : api_kind::completion;
+    auto admitted = admit_request(*srv, kind, msg, tokenize_s);
+    if (auto* e = std::get_if<api_error>(&admitted)) {
+        srv->metrics.requests(actors::metrics::outcome::rejected).inc();
+        reply_error(id, *e);
+        return;
+    }
+    auto& req = std::get<api_request>(admitted);
+    const auto key = next_key++;
+    ws_stream_state st;
+    st.client_id = id;
+    st.request_id = new_request_id(kind);
+    st.clock.received = received;
+    st.logprobs = req.gen.sampling.logprobs;
+    st.rec.id = st.request_id;
+    st.rec.route = "ws";
+    st.rec.stream = true;
+    st.rec.tokenize_s = tokenize_s;
+    st.rec.prompt_tokens = static_cast<std::int64_t>(req.gen.prompt.size());
+    st.rec.received_unix =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    req.gen.id = st.request_id;
+    auto submitted = srv->engine.submit(std::move(req.gen), std::make_shared<channel_sink>(channel, key));
+    if (!submitted) {
+        srv->metrics.requests(actors::metrics::outcome::rejected).inc();
+        reply_error(id, from_error_info(submitted.error()));
+        return;
+    }
+    reply(json::serialize(json::object{{"type", "started"}, {"id", id}, {"request_id", st.request_id}}));
+    by_client_id.emplace(id, key);
+    streams.emplace(key, std::move(st));
+}
+
+void ws_session::on_cancel(const std::string& id) {
+    auto it = by_client_id.find(id);
+    if (it == by_client_id.end()) {
+        reply_error(id, field_error("id", "no running stream with this id", status::not_found));
+        return;
+    }
+    // The engine answers with a finish (cancelled), which becomes this stream's `done`.
+    srv->engine.cancel(streams.at(it->second).request_id);
+}
+
+void ws_session::end_stream(std::uint64_t key, const actors::generation_result* r, const api_error* e) {
+    auto it = streams.find(key);
+    if (it == streams.end()) return;
+    auto& st = it->second;
+    if (e) {
+        reply_error(st.client_id, *e);
+    } else {
+        json::object usage{{"prompt_tokens", r->tokens.prompt_tokens},
+                           {"completion_tokens", r->tokens.completion_tokens},
+                           {"total_tokens", r->tokens.prompt_tokens + r->tokens.completion_tokens}};
+        json::object o{{"type", "done"}, {"id", st.client_id}, {"finish_reason", finish_reason_name(r->reason)}};
+        o["usage"] = std::move(usage);
+        reply(json::serialize(o));
+    }
+    const auto reason = r ? r->reason : actors::finish_reason::cancelled;
+    count_outcome(srv->metrics, reason);
+    const double e2e = seconds_between(st.clock.received, steady_clock::now());
+    srv->metrics.e2e_request_latency.observe(e2e);
+    if (srv->timing) {
+        st.rec.finish_reason = e ? std::string(to_string(e->code)) : std::string(finish_reason_name(reason));
+        st.rec.http_status = e ? map_status(e->code).http_status : 200;
+        st.rec.ttft_s = st.clock.ttft_s;
+        st.rec.e2e_s = e2e;
+        if (r) {
+            st.rec.completion_tokens = r->tokens.completion_tokens;
+            st.rec.queue_s = r->queue_s;
+            st.rec.server_ttft_s = r->ttft_s;
+            st.rec.server_e2e_s = r->e2e_s;
+        }
+        srv->timing->write(st.rec);
+    }
+    by_client_id.erase(st.client_id);
+    streams.erase(it);
+}
+
+// Renders one event to its wire message (empty = nothing to send); a finish may add
+// its held-back tail as an extra delta before the `done` it queues through end_stream.
+std::string ws_session::render(const stream_event& ev, std::vector<std::string>& extra) {
+    if (auto* text = std::get_if<std::string>(&ev.body)) return *text;
+    auto it = streams.find(ev.stream);
+    if (it == streams.end()) return {};  // already ended (overflow error sent)
+    auto& st = it->second;
+    if (auto* t = std::get_if<actors::generated_token>(&ev.body)) {
+        st.clock.on_token(srv->metrics, ev.at);
+        json::object o{{"type", "delta"}, {"id", st.client_id}, {"text", t->text}, {"token", t->token}};
+        if (st.logprobs) o["logprob"] = t->logprob;
+        return json::serialize(o);
+    }
+    const auto& r = std::get<actors::generation_result>(ev.body);
+    if (!r.tail_text.empty()) {
+        extra.push_back(json::serialize(json::object{{"type", "delta"}, {"id", st.client_id}, {"text", r.tail_text}}));
+    }
+    using actors::finish_reason;
+    if (r.reason == finish_reason::stop || r.reason == finish_reason::length || r.reason == finish_reason::cancelled) {
+        end_stream(ev.stream, &r, nullptr);
+    } else {
+        auto e = finish_error(r);
+        end_stream(ev.stream, &r, &e);
+    }
+    return {};
+}
+
+asio::awaitable<void> ws_reader(ws_session& s) {
+    beast::flat_buffer buf;
+    for (;;) {
+        auto [ec, n] = co_await s.ws->async_read(buf, asio::as_tuple(use_awaitable));
+        (void)n;
+        if (ec) co_return;
+        s.on_message(std::string_view(static_cast<const char*>(buf.data().data()), buf.size()));
+        buf.consume(buf.size());
+    }
+}
+
+asio::awaitable<void> ws_writer(ws_session& s) {
+    std::vector<stream_event> events;
+    std::vector<std::uint64_t> over;
+    std::vector<std::string> extra;
+    for (;;) {
+        co_await s.channel->wait();
+        auto cs = co_await asio::this_coro::cancellation_state;
+        if (cs.cancelled() != asio::cancellation_type::none) co_return;
+        events.clear();
+        over.clear();
+        s.channel->take(events, over);
+        for (auto key : over) {
+            auto it = s.streams.find(key);
+            if (it == s.streams.end()) continue;
+            s.srv->engine.cancel(it->second.request_id);
+            api_error e{status::queue_full, {}, "client too slow: WebSocket write queue full, stream cancelled"};
+            s.end_stream(key, nullptr, &e);   // queues the error; later events of this key are skipped
+        }
+        for (const auto& ev : events) {
+            extra.clear();
+            std::string msg = s.render(ev, extra);
+            if (!msg.empty()) extra.insert(extra.begin(), std::move(msg));
+            for (const auto& m : extra) {
+                auto [ec, n] = co_await s.ws->async_write(asio::buffer(m), asio::as_tuple(use_awaitable));
+                (void)n;
+                if (ec) co_return;
+            }
+        }
+    }
+}
+}  // namespace
+
+asio::awaitable<void> run_websocket(std::shared_ptr<http_server::impl> srv, std::uint64_t conn_id,
+                                    beast::tcp_stream stream, http_request req) {
+    ws_session s;
+    s.srv = srv;
+    s.ws = std::make_shared<ws_stream>(std::move(stream));
+    auto exec = s.ws->get_executor();
+    std::weak_ptr<ws_stream> weak = s.ws;
+    srv->set_conn(conn_id, [weak, exec] {
+        asio::post(exec, [weak] {
+            if (auto w = weak.lock()) {
+                beast::error_code ignored;
+                w->next_layer().socket().shutdown(tcp::socket::shutdown_both, ignored);
+                w->next_layer().socket().close(ignored);
+            }
+        });
+    });
+    s.channel = std::make_shared<stream_channel>(exec, srv->options.write_queue);
+    s.ws->set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+    s.ws->read_message_max(srv->options.max_body_bytes);
+    s.ws->text(true);
+    auto [ec] = co_await s.ws->async_accept(req, asio::as_tuple(use_awaitable));
+    if (!ec) co_await (ws_reader(s) || ws_writer(s));
+    // The socket is gone or closing: cancel what is still running; its finish events are dropped.
+    s.channel->close();
+    for (auto& [key, st] : s.streams) {
+        srv->engine.cancel(st.request_id);
+        srv->metrics.requests(actors::metrics::outcome::cancelled).inc();
+    }
+    if (!ec) {
+        beast::error_code ignored;
+        s.ws->next_layer().socket().shutdown(tcp::socket::shutdown_both, ignored);
+    }
+}
+
+}  // namespace calserve::net
