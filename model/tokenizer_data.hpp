@@ -1,0 +1,68 @@
+#pragma once
+//! The immutable state behind `tokenizer` (internal to model/): vocab strings and
+//! bytes per id, the added-token matcher, the NFC normaliser, the pre-tokenizer
+//! regexes and the BPE merge table. Built once by `load_tokenizer_data`.
+//!
+//! Invariants: `tokens[i]`/`bytes_of(i)` are defined for every id < tokens.size()
+//! that `known[i]` marks; added tokens are listed longest first within each
+//! first-byte bucket so the first hit is the longest match.
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "config/result.hpp"
+#include "model/causal_lm.hpp"
+#include "model/tokenizer_bpe.hpp"
+#include "model/tokenizer_regex.hpp"
+#include "model/tokenizer_text.hpp"
+
+namespace calserve::model::detail {
+
+struct added_token {
+    std::string content;
+    token_id id = 0;
+    bool special = false;
+    bool lstrip = false;
+    bool rstrip = false;
+};
+
+struct string_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+struct tokenizer_data {
+    std::vector<std::string> tokens;  // id -> raw vocab string
+    std::vector<std::uint8_t> known;  // id -> 1 when the id exists
+    std::vector<std::uint8_t> special;
+    std::vector<std::uint32_t> byte_offsets;  // id -> [offsets[id], offsets[id+1]) in bytes
+    std::string bytes;
+    std::unordered_map<std::string, token_id, string_hash, std::equal_to<>> token_ids;
+
+    std::vector<added_token> added;
+    std::array<std::vector<std::uint16_t>, 256> added_by_first_byte;  // indices into `added`
+
+    bool nfc = false;
+    nfc_normalizer normalizer;
+    std::vector<std::unique_ptr<split_regex>> splits;  // applied in order, Isolated
+    bpe_merges merges;
+
+    std::vector<token_id> eos_ids;
+    std::int64_t model_max_length = 0;
+    bool chatml_template = false;  // tokenizer_config's chat_template is ChatML
+
+    std::string_view bytes_of(token_id id) const {
+        auto i = static_cast<std::size_t>(id);
+        return std::string_view(bytes).substr(byte_offsets[i], byte_offsets[i + 1] - byte_offsets[i]);
+    }
+    bool has_id(token_id id) const { return id >= 0 && static_cast<std::size_t>(id) < known.size() && known[static_cast<std::size_t>(id)]; }
+};
+
+result<std::unique_ptr<tokenizer_data>> load_tokenizer_data(const std::filesystem::path& dir);
+
+}  // namespace calserve::model::detail
