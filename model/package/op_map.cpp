@@ -142,8 +142,8 @@ void place_activations(op_map& m, const package& p, const address_plan& a, submo
             out = raw_tensor(tensor_kind::activation, kv[next_kv].first, kv[next_kv].second);
             ++next_kv;
             if (op.name.ends_with("_k")) layer_kv.clear();
-            out.producer = static_cast<std::int64_t>(op.id);
             layer_kv.push_back(out);
+            layer_kv.back().producer = static_cast<std::int64_t>(op.id);
         } else if (op.name == "logits_cast") {
             const auto& lg = *sm.output("logits");
             out = io_tensor(lg);

@@ -134,8 +134,10 @@ result<op_map> parse_op_map_yaml(std::string_view text) {
             m.ops.push_back(std::move(op.value()));
         }
         return m;
+    } catch (const YAML::ParserException& e) {
+        return make_error(status::package_invalid, std::string("op map: syntax: ") + e.what());
     } catch (const YAML::Exception& e) {
-        return make_error(status::package_invalid, std::string("op map: ") + e.what());
+        return make_error(status::package_invalid, std::string("op map: schema: ") + e.what());
     }
 }
 

@@ -1,0 +1,63 @@
+#pragma once
+//! Capacity planner (document 001 stage 7): does a package fit the device at a
+//! given batch and context, chip by chip?
+//!
+//!   parameter_bytes_per_chip + KV_bytes_per_chip(batch, context, dtype)
+//!   + peak_workspace_per_chip + IO_and_command_buffers + allocator_guard
+//!   <= usable_memory_per_chip
+//!
+//! Role: pure functions over a loaded `package`, called by `calserve plan`, the
+//! validator (gate E), the device simulator (configure) and the server (admission).
+//! Fault model: none; arithmetic saturates instead of wrapping, so absurd inputs
+//! give "does not fit", never a false "fits".
+//! Invariants: KV bytes grow linearly in batch and context; `max_context` returns
+//! the largest C with plan(batch, C).fits (0 when even one token does not fit).
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "model/package/package.hpp"
+
+namespace calserve::model::package {
+
+enum class kv_dtype_choice : std::uint8_t { bf16, s8v };  // s8v: BF16 K-cache, S8 V-cache
+std::string_view to_string(kv_dtype_choice k);
+
+inline constexpr std::uint64_t k_default_guard_bytes = 256ull << 20;
+
+struct capacity_limits {
+    std::uint64_t dram_bytes_per_chip = 16ull << 30;  // usable DRAM per chip
+    std::uint64_t sram_bytes_per_chip = 64ull << 20;
+    std::uint64_t guard_bytes = k_default_guard_bytes;  // allocator guard per chip
+};
+
+struct chip_budget {
+    std::uint32_t chip = 0;
+    std::uint64_t params = 0;           // DRAM part of the parameter block
+    std::uint64_t kv = 0;
+    std::uint64_t workspace = 0;        // peak over submodels
+    std::uint64_t io_buffers = 0;       // ping + pong of every submodel I/O tensor
+    std::uint64_t command_buffers = 0;  // command binaries + CCU programs
+    std::uint64_t guard = 0;
+    std::uint64_t total = 0;
+    std::uint64_t usable = 0;
+    std::uint64_t sram_params = 0;
+    std::uint64_t sram_usable = 0;
+    bool fits = false;
+};
+
+struct capacity_plan {
+    std::uint32_t batch = 1;
+    std::uint32_t context = 0;
+    kv_dtype_choice kv = kv_dtype_choice::bf16;
+    std::vector<chip_budget> chips;
+    bool fits = false;
+};
+
+std::uint64_t kv_bytes_per_chip(const package& p, std::uint32_t batch, std::uint32_t context, kv_dtype_choice kv);
+capacity_plan plan_capacity(const package& p, std::uint32_t batch, std::uint32_t context, kv_dtype_choice kv,
+                            const capacity_limits& limits);
+// Largest context (tokens) that fits at this batch; not capped by the package's context.
+std::uint32_t max_context(const package& p, std::uint32_t batch, kv_dtype_choice kv, const capacity_limits& limits);
+
+}  // namespace calserve::model::package
