@@ -130,7 +130,7 @@ TEST_CASE("Every parameter validation error names its field") {
         {"/v1/completions", R"({"prompt":"x","model":3})", "model"},
         {"/v1/completions", R"({"prompt":"x","max_tokens":0})", "max_tokens"},
         {"/v1/completions", R"({"prompt":"x","max_tokens":"9"})", "max_tokens"},
-        {"/v1/completions", R"({"prompt":"x","max_tokens":600})", "max_tokens"},
+        {"/v1/completions", R"({"prompt":"x","max_tokens":9000})", "max_tokens"},
         {"/v1/completions", R"({"prompt":"x","max_completion_tokens":-1})", "max_completion_tokens"},
         {"/v1/completions", R"({"prompt":"x","temperature":2.5})", "temperature"},
         {"/v1/completions", R"({"prompt":"x","temperature":"hot"})", "temperature"},

@@ -42,7 +42,7 @@ inline bool wait_until(const std::function<bool()>& pred, std::chrono::seconds b
 // `text_bytes` times) until max_tokens, from one thread per request.
 class fake_engine final : public actors::engine {
 public:
-    fake_engine() { card_ = actors::model_card{"fake-model", 512, 300, "sim"}; }
+    fake_engine() { card_ = actors::model_card{"fake-model", 8192, 300, "sim"}; }
     ~fake_engine() override { join(); }
 
     // Knobs (set before requests).
