@@ -45,6 +45,10 @@ constexpr key_spec k_schema[] = {
     {"device.sim.sync_us", number, "5", 0, 1e6, "", "cost of one cross-chip sync, microseconds (assumption)"},
     {"device.sim.launch_us", number, "20", 0, 1e6, "", "fixed launch cost per infer, microseconds (assumption)"},
     {"device.sim.seed", integer, "1", 0, k_big, "", "seed of the simulator's fault probabilities"},
+    {"device.sim.chips", integer, "2", 1, 16, "", "chips on the simulated board (the documented board has 2)"},
+    {"device.sim.calcores_per_chip", integer, "2", 1, 64, "", "CalCores per simulated chip"},
+    {"device.sim.model_threads", integer, "2", 1, 256, "", "threads of the reference model computing the simulator's numbers"},
+    {"device.sim.kv_block_tokens", integer, "256", 1, 1048576, "", "KV allocation granularity of the simulator, tokens"},
 };
 }  // namespace
 

@@ -1,0 +1,122 @@
+// package_spec from a loaded package (see package_spec.hpp), the device-level
+// load_package convenience and the host-side logits check.
+#include "device/package_spec.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "device/device.hpp"
+#include "device/bf16.hpp"
+#include "model/hf_config.hpp"
+
+namespace calserve::device {
+
+namespace {
+result<dtype> convert(model::package::dtype t) { return parse_dtype(model::package::to_string(t)); }
+
+result<tensor_desc> convert(const model::package::tensor_spec& t) {
+    auto type = convert(t.type);
+    if (!type) return type.error();
+    return tensor_desc{t.name, t.shape, *type, t.byte_size, t.ping_addr, t.pong_addr, t.chip};
+}
+
+result<submodel_desc> convert(const model::package::submodel& sm, std::uint32_t chips) {
+    submodel_desc d;
+    d.name = sm.name;
+    d.kind = sm.role == model::package::submodel_role::prefill ? submodel_kind::prefill : submodel_kind::decode;
+    d.batch = sm.batch;
+    d.max_tokens = sm.max_tokens;
+    d.chip_mask = (1u << chips) - 1u;  // whole-graph tensor parallel: every chip runs every submodel
+    d.workspace_bytes_per_chip = sm.workspace_bytes_per_chip;
+    d.command_bytes_per_chip = sm.command_bytes_per_chip;
+    if (sm.batch != 1) return make_error(status::unsupported, sm.name + ": batch > 1 programs are not simulated yet");
+    for (const auto& t : sm.inputs) {
+        auto c = convert(t);
+        if (!c) return c.error();
+        d.inputs.push_back(std::move(*c));
+    }
+    for (const auto& t : sm.outputs) {
+        auto c = convert(t);
+        if (!c) return c.error();
+        d.outputs.push_back(std::move(*c));
+    }
+    for (const auto& c : sm.csrs) d.csrs.push_back(csr_desc{c.name, c.offset});
+    return d;
+}
+
+void add_shape_facts(package_spec& spec) {
+    if (spec.reference_model_dir.empty()) return;
+    auto cfg = model::load_hf_config(spec.reference_model_dir);
+    if (!cfg) return;  // the latency model then counts parameter bytes only
+    spec.hidden_size = cfg->hidden_size;
+    spec.num_heads = cfg->num_attention_heads;
+    spec.num_experts = cfg->num_experts;
+    spec.experts_per_token = cfg->num_experts_per_tok;
+    spec.intermediate_size = cfg->is_moe() ? cfg->moe_intermediate_size : cfg->intermediate_size;
+}
+}  // namespace
+
+result<package_spec> package_spec_from(const model::package::package& pkg) {
+    package_spec spec;
+    spec.name = pkg.model_name;
+    spec.architecture = pkg.architecture;
+    spec.runtime_version = pkg.runtime_name + " " + pkg.runtime_version;
+    spec.vocab_size = pkg.vocab;
+    spec.context = pkg.context;
+    spec.batch = pkg.batch;
+    spec.chip_count = pkg.topo.chips;
+    spec.calcores_per_chip = pkg.topo.calcores_per_chip;
+    for (const auto& sm : pkg.submodels) {
+        auto d = convert(sm, pkg.topo.chips);
+        if (!d) return d.error();
+        spec.submodels.push_back(std::move(*d));
+    }
+    spec.kv.layers = pkg.kv.layers;
+    spec.kv.kv_heads = pkg.kv.kv_heads;
+    spec.kv.head_dim = pkg.kv.head_dim;
+    spec.kv.context = pkg.kv.context;
+    spec.kv.slots = pkg.kv.batch;
+    spec.kv.k_bytes = static_cast<std::int64_t>(model::package::dtype_bytes(pkg.kv.k_dtype));
+    spec.kv.v_bytes = static_cast<std::int64_t>(model::package::dtype_bytes(pkg.kv.v_dtype));
+    spec.chips.resize(pkg.topo.chips);
+    for (const auto& c : pkg.chips) {
+        if (c.index >= spec.chips.size()) return make_error(status::package_invalid, "chip index beyond topology");
+        spec.chips[c.index] = chip_memory{c.param_dram_bytes, c.param_sram_bytes};
+    }
+    spec.reference_model_dir = pkg.reference_model_dir;
+    add_shape_facts(spec);
+    if (auto r = validate(spec); !r) return r.error();
+    for (const auto& sm : spec.submodels) {
+        for (const auto& t : sm.outputs) {
+            if (t.name == "logits" && t.elements() != spec.vocab_size)
+                return make_error(status::shape_mismatch, sm.name + "/logits has " + std::to_string(t.elements()) +
+                                                              " elements, vocab is " + std::to_string(spec.vocab_size));
+        }
+    }
+    return spec;
+}
+
+result<package_spec> package_spec_from_dir(const std::filesystem::path& dir) {
+    auto pkg = model::package::load_package(dir);
+    if (!pkg) return pkg.error();
+    return package_spec_from(*pkg);
+}
+
+void_result device::load_package(const std::filesystem::path& dir) {
+    auto spec = package_spec_from_dir(dir);
+    if (!spec) return spec.error();
+    return load(*spec);
+}
+
+void_result check_logits_bf16(std::span<const std::byte> logits) {
+    const std::size_t n = logits.size() / sizeof(bf16_bits);
+    for (std::size_t i = 0; i < n; ++i) {
+        bf16_bits v;
+        std::memcpy(&v, logits.data() + i * sizeof v, sizeof v);
+        if ((v & 0x7f80u) == 0x7f80u)  // exponent all ones: Inf or NaN
+            return make_error(status::logits_nan, "logit " + std::to_string(i) + " is not finite");
+    }
+    return {};
+}
+
+}  // namespace calserve::device

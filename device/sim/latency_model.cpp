@@ -1,0 +1,111 @@
+// Latency model of the simulated NPU (see latency_model.hpp).
+#include "device/sim/latency_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace calserve::device::sim {
+
+latency_constants latency_constants::from_config(const config& cfg) {
+    latency_constants c;
+    c.dram_gbps = cfg.number("device.sim.dram_gbps");
+    c.pcie_gbps = cfg.number("device.sim.pcie_gbps");
+    c.d2d_gbps = cfg.number("device.sim.d2d_gbps");
+    c.peak_tflops = cfg.number("device.sim.peak_tflops");
+    c.sync_us = cfg.number("device.sim.sync_us");
+    c.launch_us = cfg.number("device.sim.launch_us");
+    c.step_ms = cfg.number("device.sim.step_ms");
+    c.d2h_ms = cfg.number("device.sim.d2h_ms");
+    return c;
+}
+
+namespace {
+double bytes_ms(double bytes, double gbps) { return bytes / (gbps * 1e9) * 1e3; }
+}  // namespace
+
+latency_model::latency_model(const package_spec& spec, latency_constants constants) : c_(constants), spec_(spec) {
+    const double h = static_cast<double>(spec.hidden_size);
+    const double layers = static_cast<double>(spec.kv.layers);
+    const double q_dim = static_cast<double>(spec.num_heads * spec.kv.head_dim);
+    const double kv_dim = static_cast<double>(spec.kv.kv_heads * spec.kv.head_dim);
+    const double attention = layers * (2.0 * h * q_dim + 2.0 * h * kv_dim);
+    const double embed = static_cast<double>(spec.vocab_size) * h * 2.0;
+    const double ffn_one = 3.0 * h * static_cast<double>(spec.intermediate_size);
+    const double experts = spec.num_experts > 0 ? layers * static_cast<double>(spec.num_experts) * ffn_one : 0.0;
+    const double dense_ffn = spec.num_experts > 0 ? 0.0 : layers * ffn_one;
+    params_total_ = attention + embed + experts + dense_ffn;
+    expert_fraction_ = params_total_ > 0 ? experts / params_total_ : 0.0;
+}
+
+double latency_model::active_weight_fraction(std::int64_t tokens) const {
+    if (spec_.num_experts <= 0 || expert_fraction_ <= 0) return 1.0;
+    const double k_over_e = static_cast<double>(spec_.experts_per_token) / static_cast<double>(spec_.num_experts);
+    const double touched = 1.0 - std::pow(1.0 - std::clamp(k_over_e, 0.0, 1.0), static_cast<double>(tokens));
+    return (1.0 - expert_fraction_) + expert_fraction_ * touched;
+}
+
+step_breakdown latency_model::step(submodel_kind kind, std::int64_t tokens, std::int64_t past) const {
+    step_breakdown b;
+    const double chips = std::max<double>(1.0, spec_.chip_count);
+    std::uint64_t max_chip_bytes = 0;
+    for (std::uint32_t c = 0; c < spec_.chip_count; ++c) max_chip_bytes = std::max(max_chip_bytes, spec_.parameter_bytes(c));
+    const double t = static_cast<double>(tokens);
+    const double p = static_cast<double>(past);
+    b.weight_bytes = static_cast<double>(max_chip_bytes) * active_weight_fraction(tokens);
+    b.kv_bytes = static_cast<double>(spec_.kv.bytes_per_token()) * (p + 2.0 * t) / chips;  // read all, write new
+    b.syncs = chips > 1 ? 2.0 * static_cast<double>(spec_.kv.layers) : 0.0;
+    b.d2d_bytes = b.syncs * t * static_cast<double>(spec_.hidden_size) * 2.0;
+    if (kind == submodel_kind::prefill) {
+        const double dense_active = params_total_ * (1.0 - expert_fraction_) +
+                                    params_total_ * expert_fraction_ *
+                                        (spec_.num_experts > 0 ? static_cast<double>(spec_.experts_per_token) /
+                                                                      static_cast<double>(spec_.num_experts)
+                                                                : 0.0);
+        const double attn = 4.0 * static_cast<double>(spec_.kv.layers * spec_.num_heads * spec_.kv.head_dim) * t *
+                            (p + (t + 1.0) / 2.0);
+        b.flops = (2.0 * dense_active * t + attn) / chips;
+    }
+    b.weights_ms = bytes_ms(b.weight_bytes, c_.dram_gbps);
+    b.kv_ms = bytes_ms(b.kv_bytes, c_.dram_gbps);
+    b.sync_ms = b.syncs * c_.sync_us / 1e3;
+    b.flops_ms = b.flops / (c_.peak_tflops * 1e12) * 1e3;
+    b.d2d_ms = bytes_ms(b.d2d_bytes, c_.d2d_gbps);
+    b.launch_ms = c_.launch_us / 1e3;
+    b.total_ms = b.weights_ms + b.kv_ms + b.sync_ms + b.flops_ms + b.d2d_ms + b.launch_ms;
+    if (c_.step_ms >= 0) {
+        b.total_ms = c_.step_ms;
+        b.overridden = true;
+    }
+    return b;
+}
+
+double latency_model::h2d_ms(std::uint64_t bytes) const { return bytes_ms(static_cast<double>(bytes), c_.pcie_gbps); }
+
+double latency_model::d2h_ms(std::uint64_t bytes) const {
+    return c_.d2h_ms >= 0 ? c_.d2h_ms : bytes_ms(static_cast<double>(bytes), c_.pcie_gbps);
+}
+
+double latency_model::configure_ms() const {
+    return bytes_ms(static_cast<double>(spec_.total_parameter_bytes()), c_.pcie_gbps);
+}
+
+std::vector<std::pair<std::string, std::string>> describe_constants(const latency_constants& c) {
+    auto num = [](double v) {
+        std::ostringstream o;
+        o << v;
+        return o.str();
+    };
+    return {
+        {"device.sim.dram_gbps", num(c.dram_gbps) + " GB/s per chip (assumption)"},
+        {"device.sim.pcie_gbps", num(c.pcie_gbps) + " GB/s host link (assumption)"},
+        {"device.sim.d2d_gbps", num(c.d2d_gbps) + " GB/s chip-to-chip (assumption)"},
+        {"device.sim.peak_tflops", num(c.peak_tflops) + " TFLOP/s per chip (assumption)"},
+        {"device.sim.sync_us", num(c.sync_us) + " us per cross-chip sync (assumption)"},
+        {"device.sim.launch_us", num(c.launch_us) + " us per infer (assumption)"},
+        {"device.sim.step_ms", c.step_ms >= 0 ? num(c.step_ms) + " ms fixed compute" : "model (-1)"},
+        {"device.sim.d2h_ms", c.d2h_ms >= 0 ? num(c.d2h_ms) + " ms fixed output copy" : "model (-1)"},
+    };
+}
+
+}  // namespace calserve::device::sim

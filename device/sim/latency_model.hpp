@@ -1,0 +1,79 @@
+#pragma once
+//! Latency model of the simulated NPU. Pure functions of the package figures and
+//! a set of constants, every one of them a `device.sim.*` config key (defaults are
+//! labelled assumptions, not vendor figures) and printed by `calserve inspect`.
+//!
+//! One infer step on a chip costs
+//!   weight bytes read / DRAM bw + KV bytes read and written / DRAM bw
+//!   + syncs x sync cost + (prefill only) FLOPs / peak + D2D bytes / D2D bw + launch;
+//! the step time of a tensor-parallel package is the slowest chip's. Host links:
+//! H2D and D2H are bytes / PCIe bw; configure is parameter bytes / PCIe bw.
+//! `step_ms` / `d2h_ms` >= 0 replace the modelled compute / output-copy times.
+//!
+//! MoE: a step with T tokens touches an expected 1 - (1 - k/E)^T of the experts, so
+//! decode reads only the active experts' weights while a long prefill reads all.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "device/types.hpp"
+
+namespace calserve::device::sim {
+
+struct latency_constants {
+    double dram_gbps = 200;    // per chip
+    double pcie_gbps = 16;
+    double d2d_gbps = 32;
+    double peak_tflops = 64;   // per chip
+    double sync_us = 5;
+    double launch_us = 20;
+    double step_ms = -1;       // >= 0 overrides compute
+    double d2h_ms = -1;        // >= 0 overrides the output copy
+
+    static latency_constants from_config(const config& cfg);
+};
+
+struct step_breakdown {
+    double weights_ms = 0;
+    double kv_ms = 0;
+    double sync_ms = 0;
+    double flops_ms = 0;
+    double d2d_ms = 0;
+    double launch_ms = 0;
+    double total_ms = 0;
+    bool overridden = false;  // step_ms replaced the model
+    // Inputs of the figures, per chip of the slowest chip.
+    double weight_bytes = 0;
+    double kv_bytes = 0;
+    double syncs = 0;
+    double flops = 0;
+    double d2d_bytes = 0;
+};
+
+class latency_model {
+public:
+    latency_model(const package_spec& spec, latency_constants constants);
+
+    const latency_constants& constants() const { return c_; }
+    // Compute time of one step that appends `tokens` to a sequence holding `past`.
+    step_breakdown step(submodel_kind kind, std::int64_t tokens, std::int64_t past) const;
+    double h2d_ms(std::uint64_t bytes) const;
+    double d2h_ms(std::uint64_t bytes) const;
+    double configure_ms() const;
+    // Fraction of parameter bytes a step over `tokens` tokens reads (1 for dense).
+    double active_weight_fraction(std::int64_t tokens) const;
+    // Parameter count the shape implies (for FLOPs); 0 when the shape is unknown.
+    double estimated_parameters() const { return params_total_; }
+
+private:
+    latency_constants c_;
+    package_spec spec_;  // a copy: the model outlives whatever built it
+    double params_total_ = 0;
+    double expert_fraction_ = 0;  // share of parameters in routed experts
+};
+
+// Human-readable listing of every constant (for inspect and start-up logs).
+std::vector<std::pair<std::string, std::string>> describe_constants(const latency_constants& c);
+
+}  // namespace calserve::device::sim

@@ -1,0 +1,216 @@
+#pragma once
+//! The simulated Calculet NPU: a peer implementation of `device::device` that keeps
+//! CalRT's contract (ping/pong buffers, CSR registers, slicing, non-blocking infer +
+//! Wait, KV allocate/apply/free/clear, reset/warm-up, per-chip memory accounting)
+//! and computes real numbers with the reference transformer (`model::causal_lm`,
+//! tensor-parallel over the package's chips), written to the output buffer as BF16.
+//!
+//! Time: the simulator does not own its clock. It is handed a `sim_scheduler`; with
+//! a virtual one (deterministic mode) the reference model runs inline in `infer()`
+//! and completions happen in virtual time; with the real-time one the model runs on
+//! the simulator's own compute thread (callers never block) and completions fire
+//! from timers at the modelled instants. Job pipeline, each stage a FIFO engine:
+//!   H2D (inputs over PCIe) -> compute (latency model or device.sim.step_ms)
+//!   -> D2H (output over PCIe or device.sim.d2h_ms)
+//! so one slot's output copy overlaps the other slot's compute, as DMA engines do.
+//! A job completes when both its modelled D2H end has passed and its numbers exist.
+//!
+//! Fault model: injected faults come from a shared `fault_registry` (see
+//! fault_points.hpp and docs/faults.md for each point's effect here).
+//!
+//! Invariants: at most one job per slot, two in flight; completions in submission
+//! order (a hung job holds back the one behind it, as on hardware); a slot's
+//! outputs are only readable when it has no job in flight; per-chip memory used
+//! never exceeds the configured capacity (configure refuses instead); reset leaves
+//! no job, KV sequence or model state behind (an epoch counter makes any compute
+//! still running for a discarded job a no-op).
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "config/config.hpp"
+#include "device/device.hpp"
+#include "device/fault_points.hpp"
+#include "device/sim/kv_pool.hpp"
+#include "device/sim/latency_model.hpp"
+#include "device/sim/scheduler.hpp"
+#include "model/causal_lm.hpp"
+
+namespace calserve::device::sim {
+
+using model_factory = std::function<result<std::unique_ptr<model::causal_lm>>(const package_spec&)>;
+
+struct sim_options {
+    std::uint64_t seed = 1;
+    latency_constants latency;
+    std::uint32_t board_chips = 2;        // the documented board: one VirtualDevice, two chips
+    std::uint32_t calcores_per_chip = 2;
+    std::uint64_t dram_bytes_per_chip = 17179869184ULL;
+    std::uint64_t sram_bytes_per_chip = 67108864ULL;
+    std::int64_t kv_block_tokens = 256;
+    double slow_infer_default_ms = 0;     // slow_infer with delay_ms 0 adds 4 x the modelled step instead
+    sim_scheduler* scheduler = nullptr;   // required, not owned; must outlive pending events' effects
+    std::shared_ptr<fault_registry> faults;  // shared with the control socket; created when null
+    model_factory make_model;             // builds the reference model at configure
+
+    // Constants and capacities from `device.sim.*`; the caller supplies scheduler and factory.
+    static sim_options from_config(const config& cfg);
+};
+
+// Per-chip residency of a configured package: parameters, the KV shard, the largest
+// submodel workspace, every submodel's command buffers and ping+pong I/O buffers,
+// against the capacities of `o`. configure() refuses when any chip is over.
+std::vector<memory_usage> plan_memory(const package_spec& spec, const sim_options& o);
+
+class sim_device final : public device, public std::enable_shared_from_this<sim_device> {
+public:
+    static std::shared_ptr<sim_device> create(sim_options options);
+    ~sim_device() override;
+    sim_device(const sim_device&) = delete;
+    sim_device& operator=(const sim_device&) = delete;
+
+    const device_info& info() const override { return info_; }
+    device_status status() const override;
+    void_result load(const package_spec& spec) override;
+    const package_spec& package() const override { return spec_; }
+    std::vector<std::string> submodel_names() const override;
+    result<submodel_desc> submodel(std::string_view exact_name) const override;
+    result<configure_report> configure() override;
+    void_result warmup() override;
+    void_result reset() override;
+
+    void_result slice(std::string_view submodel, slot s, std::int64_t tokens) override;
+    void_result write_input(std::string_view submodel, slot s, std::string_view tensor,
+                            std::span<const std::byte> data) override;
+    void_result write_csr(std::string_view submodel, slot s, std::string_view csr, std::uint32_t value) override;
+    result<std::span<const std::byte>> output(std::string_view submodel, slot s, std::string_view tensor) const override;
+
+    result<job_id> infer(std::string_view submodel, slot s, seq_id sequence) override;
+    result<job_result> wait(job_id job, timeout limit) override;
+    void wait_async(job_id job, timeout limit, completion_callback done) override;
+
+    bool kv_can_allocate(std::int64_t tokens) const override;
+    void_result kv_allocate(seq_id sequence, std::int64_t reserve_tokens) override;
+    void_result kv_apply(seq_id sequence, std::int64_t total_tokens, timeout limit) override;
+    void_result kv_free(seq_id sequence) override;
+    void_result kv_clear() override;
+    kv_usage kv() const override;
+    std::int64_t kv_length(seq_id sequence) const override;
+
+    fault_registry& faults() { return *options_.faults; }
+    const latency_model* latency() const { return latency_ ? &*latency_ : nullptr; }
+    sim_scheduler& scheduler() { return *options_.scheduler; }
+    // Modelled compute busy time (ns) since creation: the busy fraction's numerator.
+    std::int64_t compute_busy_ns() const;
+
+private:
+    explicit sim_device(sim_options options);
+
+    // One submodel x one slot: the host-visible halves of its input/output buffers.
+    struct buffer_set {
+        std::int64_t sliced_tokens = -1;  // -1 = not sliced: full max_tokens
+        std::vector<std::vector<std::byte>> inputs;
+        std::vector<bool> written;
+        std::uint64_t written_bytes = 0;
+        std::optional<std::uint32_t> csr_cur;
+        std::optional<std::uint32_t> csr_past;
+        std::vector<std::vector<std::byte>> outputs;
+        bool output_valid = false;
+    };
+    enum class job_fate : std::uint8_t { ok, hang, ccu_exception, d2h_error, device_lost };
+    struct job {
+        job_id id = 0;
+        std::size_t submodel_index = 0;
+        calserve::device::slot slot = calserve::device::slot::ping;
+        seq_id sequence = 0;
+        std::int64_t past = 0;
+        std::vector<model::token_id> tokens;
+        std::uint64_t epoch = 0;
+        job_fate fate = job_fate::ok;
+        bool poison_logits = false;
+        job_timing timing;
+        std::vector<float> logits;  // filled by the compute stage
+        bool compute_done = false;
+        bool timer_done = false;
+        bool finished = false;
+        std::optional<result<job_result>> outcome;
+        completion_callback callback;
+        bool delivered = false;  // the callback (result or timeout) has run
+    };
+    using job_ptr = std::shared_ptr<job>;
+    using pending_calls = std::vector<std::function<void()>>;
+
+    // Serial worker running the reference model in real-time mode (FIFO).
+    class compute_worker {
+    public:
+        compute_worker();
+        ~compute_worker();
+        void post(std::function<void()> task);
+        void clear_pending();
+
+    private:
+        void run(std::stop_token stop);
+        std::mutex mutex_;
+        std::condition_variable_any cv_;
+        std::deque<std::function<void()>> tasks_;
+        std::jthread thread_;
+    };
+
+    // All private helpers expect mutex_ held unless named *_unlocked.
+    void_result check_usable(bool need_ready) const;
+    void_result check_kv_bookkeeping() const;
+    result<std::size_t> find_index(std::string_view submodel) const;
+    buffer_set& buffers(std::size_t index, slot s) { return buffers_[index * k_slot_count + index_of(s)]; }
+    const buffer_set& buffers(std::size_t index, slot s) const { return buffers_[index * k_slot_count + index_of(s)]; }
+    std::int64_t tokens_of(const submodel_desc& sm, const buffer_set& b) const;
+    void_result validate_job(const submodel_desc& sm, const buffer_set& b, seq_id seq) const;
+    void decide_fate(job& j, const submodel_desc& sm, double& extra_compute_ms, double& extra_done_ms);
+    void schedule_timing(job& j, const submodel_desc& sm, std::uint64_t h2d_bytes, double extra_compute_ms,
+                         double extra_done_ms);
+    std::vector<model::token_id> snapshot_tokens(const submodel_desc& sm, const buffer_set& b) const;
+    void run_model(const job_ptr& j);                                 // compute stage (any thread)
+    void on_compute_done(const job_ptr& j, pending_calls& calls);
+    void on_timer(job_id id);
+    void complete_head(pending_calls& calls);
+    void finish(job& j, pending_calls& calls);
+    void write_logits(job& j);
+    void set_state(device_state next, std::string why);
+    void discard_all(std::string_view why, pending_calls& calls);
+    void post_model_task(std::function<void()> task);
+    void pause(double ms) const;  // real sleep or virtual-time drive, lock NOT held
+    void reset_buffers();
+    static void run_calls(pending_calls& calls);
+
+    sim_options options_;
+    device_info info_;
+    mutable std::mutex mutex_;
+    std::condition_variable cv_;  // job completions, for blocking wait()
+    device_state state_ = device_state::created;
+    std::string last_error_;
+    package_spec spec_;
+    std::optional<latency_model> latency_;
+    std::optional<kv_pool> kv_;
+    std::unordered_map<seq_id, std::int64_t> seq_length_;  // tokens submitted per sequence
+    std::vector<buffer_set> buffers_;                       // submodel-major, k_slot_count per submodel
+    std::optional<job_id> slot_job_[k_slot_count];
+    std::deque<job_ptr> in_flight_;                         // submission order
+    std::unordered_map<job_id, job_ptr> jobs_;              // in flight or finished, until consumed
+    job_id next_job_ = 1;
+    std::uint64_t epoch_ = 0;                               // bumped by reset
+    std::int64_t h2d_free_ns_ = 0, compute_free_ns_ = 0, d2h_free_ns_ = 0;
+    std::int64_t compute_busy_ns_ = 0;
+    std::uint64_t jobs_submitted_ = 0, jobs_completed_ = 0, resets_ = 0;
+    std::vector<memory_usage> memory_;
+
+    std::mutex model_mutex_;  // the reference model is not thread-safe
+    std::unique_ptr<model::causal_lm> model_;
+    std::unique_ptr<compute_worker> worker_;  // real-time mode only; joined first in the destructor
+};
+
+}  // namespace calserve::device::sim

@@ -1,0 +1,387 @@
+// Simulated NPU: infer (validation, fault fate, modelled timeline), the compute
+// stage (reference model), in-order completion, Wait and the async completion.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "device/sim/sim_device.hpp"
+#include "device/bf16.hpp"
+
+namespace calserve::device::sim {
+
+namespace {
+std::int64_t ms_to_ns(double ms) { return static_cast<std::int64_t>(std::llround(ms * 1e6)); }
+
+// now + limit without overflowing for "wait forever" limits.
+sim_time deadline_after(sim_time now, timeout limit) {
+    return limit >= sim_time::max() - now ? sim_time::max() : now + limit;
+}
+
+std::size_t input_index(const submodel_desc& sm, std::string_view name) {
+    for (std::size_t k = 0; k < sm.inputs.size(); ++k) {
+        if (sm.inputs[k].name == name) return k;
+    }
+    return sm.inputs.size();
+}
+
+std::vector<std::int32_t> read_i32(const std::vector<std::byte>& bytes, std::int64_t n) {
+    std::vector<std::int32_t> out(static_cast<std::size_t>(n));
+    std::memcpy(out.data(), bytes.data(), out.size() * sizeof(std::int32_t));
+    return out;
+}
+}  // namespace
+
+void_result sim_device::validate_job(const submodel_desc& sm, const buffer_set& b, seq_id seq) const {
+    for (std::size_t k = 0; k < sm.inputs.size(); ++k) {
+        if (!b.written[k])
+            return make_error(status::missing_tensor, sm.name + "/" + sm.inputs[k].name + " not written for this job");
+    }
+    if (!b.csr_cur || !b.csr_past) return make_error(status::bad_csr, "cur_seq_len and past_kv_cur_seq_len must be written");
+    const std::int64_t tokens = tokens_of(sm, b);
+    if (static_cast<std::int64_t>(*b.csr_cur) != tokens)
+        return make_error(status::bad_csr, "cur_seq_len " + std::to_string(*b.csr_cur) + " != sliced tokens " +
+                                               std::to_string(tokens));
+    if (!kv_->contains(seq)) return make_error(status::unknown_sequence, "KV sequence " + std::to_string(seq));
+    const auto it = seq_length_.find(seq);
+    const std::int64_t held = it == seq_length_.end() ? 0 : it->second;
+    if (static_cast<std::int64_t>(*b.csr_past) != held)
+        return make_error(status::bad_csr, "past_kv_cur_seq_len " + std::to_string(*b.csr_past) + " != " +
+                                               std::to_string(held) + " tokens held by sequence " + std::to_string(seq));
+    if (held + tokens > spec_.context)
+        return make_error(status::bad_csr, "past + cur = " + std::to_string(held + tokens) + " exceeds context " +
+                                               std::to_string(spec_.context));
+    if (held + tokens > kv_->capacity_of(seq))
+        return make_error(status::kv_full, "sequence " + std::to_string(seq) + " has KV for " +
+                                               std::to_string(kv_->capacity_of(seq)) + " tokens; kv_apply first");
+    const std::size_t ti = input_index(sm, "token");
+    if (ti == sm.inputs.size()) return make_error(status::unsupported, sm.name + " has no 'token' input");
+    for (std::int32_t t : read_i32(b.inputs[ti], tokens)) {
+        if (t < 0 || t >= spec_.vocab_size)
+            return make_error(status::invalid_argument, "token id " + std::to_string(t) + " outside the vocabulary");
+    }
+    const std::size_t pi = input_index(sm, "position");
+    if (pi < sm.inputs.size()) {
+        const auto pos = read_i32(b.inputs[pi], tokens);
+        for (std::int64_t i = 0; i < tokens; ++i) {
+            if (pos[static_cast<std::size_t>(i)] != held + i)
+                return make_error(status::invalid_argument, "position input does not continue the sequence at " +
+                                                                std::to_string(held + i));
+        }
+    }
+    return {};
+}
+
+std::vector<model::token_id> sim_device::snapshot_tokens(const submodel_desc& sm, const buffer_set& b) const {
+    return read_i32(b.inputs[input_index(sm, "token")], tokens_of(sm, b));
+}
+
+void sim_device::decide_fate(job& j, const submodel_desc& sm, double& extra_compute_ms, double& extra_done_ms) {
+    const fault_site site{sm.chip_mask, sm.name, j.sequence, {}};
+    auto& f = *options_.faults;
+    struct fatal {
+        fault_point point;
+        job_fate fate;
+    };
+    for (const fatal& x : {fatal{fault_point::wait_timeout, job_fate::hang},
+                           fatal{fault_point::device_lost, job_fate::device_lost},
+                           fatal{fault_point::ccu_exception, job_fate::ccu_exception},
+                           fatal{fault_point::d2h_error, job_fate::d2h_error}}) {
+        if (auto fire = f.check(x.point, site)) {
+            j.fate = x.fate;
+            extra_done_ms = fire->delay_ms;
+            break;
+        }
+    }
+    if (f.check(fault_point::logits_nan, site)) j.poison_logits = true;
+    if (auto fire = f.check(fault_point::slow_infer, site)) {
+        const double step = latency_->step(sm.kind, static_cast<std::int64_t>(j.tokens.size()), j.past).total_ms;
+        extra_compute_ms = fire->delay_ms > 0 ? fire->delay_ms
+                                              : (options_.slow_infer_default_ms > 0 ? options_.slow_infer_default_ms
+                                                                                    : 4.0 * step);
+    }
+}
+
+void sim_device::schedule_timing(job& j, const submodel_desc& sm, std::uint64_t h2d_bytes, double extra_compute_ms,
+                                 double extra_done_ms) {
+    const std::int64_t now = options_.scheduler->now().count();
+    std::uint64_t out_bytes = 0;
+    for (const auto& t : sm.outputs) out_bytes += t.bytes;
+    const auto step = latency_->step(sm.kind, static_cast<std::int64_t>(j.tokens.size()), j.past);
+    const std::int64_t compute_ns = ms_to_ns(step.total_ms + extra_compute_ms);
+    auto& t = j.timing;
+    t.submitted_ns = now;
+    t.h2d_end_ns = std::max(now, h2d_free_ns_) + ms_to_ns(latency_->h2d_ms(h2d_bytes));
+    h2d_free_ns_ = t.h2d_end_ns;
+    t.compute_start_ns = std::max(t.h2d_end_ns, compute_free_ns_);
+    t.compute_end_ns = t.compute_start_ns + compute_ns;
+    compute_free_ns_ = t.compute_end_ns;
+    compute_busy_ns_ += compute_ns;
+    t.completed_ns = std::max(t.compute_end_ns, d2h_free_ns_) + ms_to_ns(latency_->d2h_ms(out_bytes));
+    d2h_free_ns_ = t.completed_ns;
+    t.completed_ns += ms_to_ns(extra_done_ms);
+}
+
+result<job_id> sim_device::infer(std::string_view submodel, slot s, seq_id sequence) {
+    job_ptr j;
+    {
+        std::lock_guard lock(mutex_);
+        if (auto r = check_usable(true); !r) return r.error();
+        auto index = find_index(submodel);
+        if (!index) return index.error();
+        const auto& sm = spec_.submodels[*index];
+        if (slot_job_[index_of(s)])
+            return make_error(status::submit_busy, std::string("slot ") + std::string(to_string(s)) + " has a job in flight");
+        auto& b = buffers(*index, s);
+        if (auto r = validate_job(sm, b, sequence); !r) return r.error();
+        const fault_site site{sm.chip_mask, sm.name, sequence, {}};
+        if (options_.faults->check(fault_point::submit_busy, site))
+            return make_error(status::submit_busy, "injected submit_busy");
+        if (options_.faults->check(fault_point::submit_error, site))
+            return make_error(status::submit_error, "injected submit_error");
+        j = std::make_shared<job>();
+        j->id = next_job_++;
+        j->submodel_index = *index;
+        j->slot = s;
+        j->sequence = sequence;
+        j->past = seq_length_[sequence];
+        j->tokens = snapshot_tokens(sm, b);
+        j->epoch = epoch_;
+        double extra_compute_ms = 0, extra_done_ms = 0;
+        decide_fate(*j, sm, extra_compute_ms, extra_done_ms);
+        schedule_timing(*j, sm, b.written_bytes, extra_compute_ms, extra_done_ms);
+        seq_length_[sequence] += static_cast<std::int64_t>(j->tokens.size());
+        // The next job on this slot must write every input and CSR again.
+        std::fill(b.written.begin(), b.written.end(), false);
+        b.written_bytes = 0;
+        b.csr_cur.reset();
+        b.csr_past.reset();
+        b.output_valid = false;
+        slot_job_[index_of(s)] = j->id;
+        in_flight_.push_back(j);
+        jobs_.emplace(j->id, j);
+        ++jobs_submitted_;
+        if (j->fate != job_fate::hang) {
+            std::weak_ptr<sim_device> weak = weak_from_this();
+            options_.scheduler->call_at(sim_time(j->timing.completed_ns), [weak, id = j->id] {
+                if (auto self = weak.lock()) self->on_timer(id);
+            });
+        }
+    }
+    if (j->fate == job_fate::ok || j->fate == job_fate::hang) {
+        post_model_task([this, j] { run_model(j); });
+    } else {
+        pending_calls calls;
+        {
+            std::lock_guard lock(mutex_);
+            on_compute_done(j, calls);  // a failing job computes nothing
+        }
+        run_calls(calls);
+    }
+    return j->id;
+}
+
+void sim_device::post_model_task(std::function<void()> task) {
+    if (worker_) {
+        worker_->post(std::move(task));
+    } else {
+        task();  // virtual time: compute inline, completion still waits for the modelled instant
+    }
+}
+
+void sim_device::run_model(const job_ptr& j) {
+    std::vector<float> logits;
+    void_result r;
+    {
+        std::lock_guard model_lock(model_mutex_);
+        {
+            std::lock_guard lock(mutex_);
+            if (j->epoch != epoch_) return;  // discarded by a reset
+        }
+        logits.resize(static_cast<std::size_t>(model_->shape().vocab_size));
+        if (spec_.submodels[j->submodel_index].kind == submodel_kind::decode && j->tokens.size() == 1) {
+            r = model_->decode(j->sequence, j->tokens[0], logits);
+        } else {
+            r = model_->prefill(j->sequence, j->tokens, logits);
+        }
+    }
+    pending_calls calls;
+    {
+        std::lock_guard lock(mutex_);
+        if (j->epoch != epoch_) return;
+        if (!r) j->outcome = make_error(r.code() == status::ok ? status::internal : r.code(), "reference model: " + r.error().what());
+        j->logits = std::move(logits);
+        on_compute_done(j, calls);
+    }
+    run_calls(calls);
+}
+
+void sim_device::on_compute_done(const job_ptr& j, pending_calls& calls) {
+    j->compute_done = true;
+    complete_head(calls);
+}
+
+void sim_device::on_timer(job_id id) {
+    pending_calls calls;
+    {
+        std::lock_guard lock(mutex_);
+        auto it = jobs_.find(id);
+        if (it == jobs_.end()) return;
+        it->second->timer_done = true;
+        complete_head(calls);
+    }
+    run_calls(calls);
+}
+
+void sim_device::complete_head(pending_calls& calls) {
+    while (!in_flight_.empty() && in_flight_.front()->compute_done && in_flight_.front()->timer_done) {
+        job_ptr j = in_flight_.front();
+        in_flight_.pop_front();
+        finish(*j, calls);
+    }
+}
+
+void sim_device::write_logits(job& j) {
+    const auto& sm = spec_.submodels[j.submodel_index];
+    auto& b = buffers(j.submodel_index, j.slot);
+    for (std::size_t k = 0; k < sm.outputs.size(); ++k) {
+        const auto& t = sm.outputs[k];
+        if (t.name != "logits") continue;
+        const std::size_t n = std::min<std::size_t>(j.logits.size(), static_cast<std::size_t>(t.elements()));
+        if (j.poison_logits && n > 0) {
+            j.logits[0] = std::numeric_limits<float>::quiet_NaN();
+            j.logits[n / 2] = std::numeric_limits<float>::infinity();
+        }
+        if (t.type == dtype::bf16) {
+            store_bf16(std::span<const float>(j.logits.data(), n), b.outputs[k]);
+        } else if (t.type == dtype::fp32) {
+            std::memcpy(b.outputs[k].data(), j.logits.data(), n * sizeof(float));
+        }
+    }
+    b.output_valid = true;
+}
+
+void sim_device::finish(job& j, pending_calls& calls) {
+    const auto& sm = spec_.submodels[j.submodel_index];
+    slot_job_[index_of(j.slot)].reset();
+    j.finished = true;
+    ++jobs_completed_;
+    switch (j.fate) {
+        case job_fate::ok:
+        case job_fate::hang: break;
+        case job_fate::ccu_exception:
+            set_state(device_state::faulted, "injected ccu_exception");
+            j.outcome = make_error(status::ccu_exception, "injected ccu_exception on " + sm.name);
+            break;
+        case job_fate::d2h_error:
+            set_state(device_state::faulted, "injected d2h_error");
+            j.outcome = make_error(status::d2h_error, "injected d2h_error on " + sm.name);
+            break;
+        case job_fate::device_lost:
+            set_state(device_state::lost, "injected device_lost");
+            j.outcome = make_error(status::device_lost, "injected device_lost");
+            break;
+    }
+    if (!j.outcome) {
+        write_logits(j);
+        job_result r{j.id, sm.name, j.slot, j.sequence, static_cast<std::int64_t>(j.tokens.size()),
+                     j.past + static_cast<std::int64_t>(j.tokens.size()), j.timing};
+        j.outcome = std::move(r);
+    }
+    j.logits = {};
+    if (j.callback && !j.delivered) {
+        j.delivered = true;
+        calls.push_back([cb = std::move(j.callback), o = *j.outcome]() mutable { cb(std::move(o)); });
+        jobs_.erase(j.id);
+    } else if (j.delivered) {
+        jobs_.erase(j.id);  // its waiter already gave up (timeout): nobody will consume it
+    }
+    cv_.notify_all();
+}
+
+result<job_result> sim_device::wait(job_id id, timeout limit) {
+    std::unique_lock lock(mutex_);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) return make_error(status::invalid_argument, "unknown or already consumed job " + std::to_string(id));
+    job_ptr j = it->second;
+    auto& sched = *options_.scheduler;
+    if (sched.is_virtual()) {
+        lock.unlock();
+        sched.drive_until([&] { std::lock_guard l(mutex_); return j->finished; }, deadline_after(sched.now(), limit));
+        lock.lock();
+    } else {
+        cv_.wait_for(lock, std::min(limit, timeout(std::chrono::hours(24 * 365))), [&] { return j->finished; });
+    }
+    if (!j->finished)
+        return make_error(status::wait_timeout, fmt::format("job {} not done after {:.1f} ms", id,
+                                                            std::chrono::duration<double, std::milli>(limit).count()));
+    jobs_.erase(id);
+    return std::move(*j->outcome);
+}
+
+void sim_device::wait_async(job_id id, timeout limit, completion_callback done) {
+    std::lock_guard lock(mutex_);
+    auto& sched = *options_.scheduler;
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || it->second->callback || it->second->delivered) {
+        auto err = make_error(status::invalid_argument, "unknown, consumed or already awaited job " + std::to_string(id));
+        sched.call_at(sched.now(), [done = std::move(done), err]() mutable { done(err); });
+        return;
+    }
+    job_ptr j = it->second;
+    if (j->finished) {
+        jobs_.erase(it);
+        j->delivered = true;
+        sched.call_at(sched.now(), [done = std::move(done), o = *j->outcome]() mutable { done(std::move(o)); });
+        return;
+    }
+    j->callback = std::move(done);
+    std::weak_ptr<sim_device> weak = weak_from_this();
+    sched.call_at(deadline_after(sched.now(), limit), [weak, j, ms = std::chrono::duration<double, std::milli>(limit).count()] {
+        auto self = weak.lock();
+        if (!self) return;
+        completion_callback cb;
+        {
+            std::lock_guard l(self->mutex_);
+            if (j->delivered) return;
+            j->delivered = true;
+            cb = std::move(j->callback);
+        }
+        cb(make_error(status::wait_timeout, fmt::format("job {} not done after {:.1f} ms", j->id, ms)));
+    });
+}
+
+sim_device::compute_worker::compute_worker() : thread_([this](std::stop_token st) { run(st); }) {}
+
+sim_device::compute_worker::~compute_worker() {
+    thread_.request_stop();
+    cv_.notify_all();
+}
+
+void sim_device::compute_worker::post(std::function<void()> task) {
+    {
+        std::lock_guard lock(mutex_);
+        tasks_.push_back(std::move(task));
+    }
+    cv_.notify_all();
+}
+
+void sim_device::compute_worker::clear_pending() {
+    std::lock_guard lock(mutex_);
+    tasks_.clear();
+}
+
+void sim_device::compute_worker::run(std::stop_token stop) {
+    std::unique_lock lock(mutex_);
+    while (cv_.wait(lock, stop, [&] { return !tasks_.empty(); })) {
+        auto task = std::move(tasks_.front());
+        tasks_.pop_front();
+        lock.unlock();
+        task();
+        lock.lock();
+    }
+}
+
+}  // namespace calserve::device::sim

@@ -1,0 +1,103 @@
+// Simulated NPU: KV allocate / apply / free / clear / canAllocate. Capacity checks
+// never wait; the kv_apply_stall fault models the production busy-wait, bounded.
+#include "device/sim/sim_device.hpp"
+
+namespace calserve::device::sim {
+
+namespace {
+fault_site kv_site(std::uint32_t chips, seq_id seq) { return fault_site{(1u << chips) - 1u, {}, seq, {}}; }
+}  // namespace
+
+// Freeing is host-side bookkeeping: allowed on a faulted device, not on a lost one.
+void_result sim_device::check_kv_bookkeeping() const {
+    if (state_ == device_state::faulted) return {};
+    return check_usable(false);
+}
+
+bool sim_device::kv_can_allocate(std::int64_t tokens) const {
+    std::lock_guard lock(mutex_);
+    return check_usable(false).ok() && kv_->can_allocate(tokens);
+}
+
+void_result sim_device::kv_allocate(seq_id sequence, std::int64_t reserve_tokens) {
+    std::lock_guard lock(mutex_);
+    if (auto r = check_usable(false); !r) return r;
+    if (options_.faults->check(fault_point::kv_alloc_fail, kv_site(spec_.chip_count, sequence)))
+        return make_error(status::kv_full, "injected kv_alloc_fail");
+    if (auto r = kv_->allocate(sequence, reserve_tokens); !r) return r;
+    seq_length_[sequence] = 0;
+    return {};
+}
+
+void_result sim_device::kv_apply(seq_id sequence, std::int64_t total_tokens, timeout limit) {
+    struct stall {
+        double ms = 0;
+        bool outlives_limit = false;
+    } st;
+    {
+        std::lock_guard lock(mutex_);
+        if (auto r = check_usable(false); !r) return r;
+        const auto site = kv_site(spec_.chip_count, sequence);
+        if (options_.faults->check(fault_point::kv_alloc_fail, site))
+            return make_error(status::kv_full, "injected kv_alloc_fail");
+        if (auto fire = options_.faults->check(fault_point::kv_apply_stall, site)) {
+            // delay_ms 0 = stall forever (the production busy-wait), cut at the caller's bound.
+            const double limit_ms = std::chrono::duration<double, std::milli>(limit).count();
+            st.outlives_limit = fire->delay_ms <= 0 || fire->delay_ms >= limit_ms;
+            st.ms = st.outlives_limit ? limit_ms : fire->delay_ms;
+        }
+    }
+    pause(st.ms);
+    if (st.outlives_limit) return make_error(status::kv_full, "injected kv_apply_stall: no KV within the apply timeout");
+    std::lock_guard lock(mutex_);
+    if (auto r = check_usable(false); !r) return r;
+    return kv_->apply(sequence, total_tokens);
+}
+
+void_result sim_device::kv_free(seq_id sequence) {
+    {
+        std::lock_guard lock(mutex_);
+        if (auto r = check_kv_bookkeeping(); !r) return r;
+        for (const auto& j : in_flight_) {
+            if (j->sequence == sequence)
+                return make_error(status::invalid_argument, "sequence " + std::to_string(sequence) +
+                                                                " has a job in flight; free it after completion");
+        }
+        if (auto r = kv_->free(sequence); !r) return r;
+        seq_length_.erase(sequence);
+    }
+    // Behind any queued compute (FIFO), so a reused id starts from an empty model state.
+    post_model_task([this, sequence] {
+        std::lock_guard model_lock(model_mutex_);
+        model_->free_sequence(sequence);
+    });
+    return {};
+}
+
+void_result sim_device::kv_clear() {
+    {
+        std::lock_guard lock(mutex_);
+        if (auto r = check_kv_bookkeeping(); !r) return r;
+        if (!in_flight_.empty()) return make_error(status::invalid_argument, "jobs in flight; clear KV when idle");
+        kv_->clear();
+        seq_length_.clear();
+    }
+    post_model_task([this] {
+        std::lock_guard model_lock(model_mutex_);
+        model_->free_all();
+    });
+    return {};
+}
+
+kv_usage sim_device::kv() const {
+    std::lock_guard lock(mutex_);
+    return kv_ ? kv_->usage() : kv_usage{};
+}
+
+std::int64_t sim_device::kv_length(seq_id sequence) const {
+    std::lock_guard lock(mutex_);
+    auto it = seq_length_.find(sequence);
+    return it == seq_length_.end() ? 0 : it->second;
+}
+
+}  // namespace calserve::device::sim

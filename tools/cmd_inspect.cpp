@@ -1,0 +1,152 @@
+// `calserve inspect DIR`: what a device sees in a package -- versions, submodels,
+// I/O buffers (ping/pong), CSRs, capacities per chip -- and the simulator's modelled
+// step times with every latency constant printed (document 004 G7 `inspect`).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "device/package_spec.hpp"
+#include "device/sim/latency_model.hpp"
+#include "device/sim/sim_device.hpp"
+#include "tools/command.hpp"
+
+namespace calserve::tools {
+namespace {
+namespace dev = calserve::device;
+
+struct options {
+    std::string package;
+    std::string config_file;
+    std::vector<std::string> overrides;
+};
+
+std::string hex(std::uint64_t v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+    return buf;
+}
+
+std::string shape(const std::vector<std::int64_t>& s) {
+    std::ostringstream out;
+    out << '[';
+    for (std::size_t i = 0; i < s.size(); ++i) out << (i ? "," : "") << s[i];
+    out << ']';
+    return out.str();
+}
+
+std::string gib(double bytes) {
+    std::ostringstream o;
+    o.precision(4);
+    o << bytes / (1024.0 * 1024.0 * 1024.0) << " GiB";
+    return o.str();
+}
+
+void print_package(const model::package::package& p, const dev::package_spec& s) {
+    std::cout << "package   " << p.root.string() << "\n"
+              << "model     " << p.model_name << " (" << p.architecture << "), preset '" << p.preset << "'\n"
+              << "runtime   " << p.runtime_name << " " << p.runtime_version << ", manifest schema " << p.schema << "\n"
+              << "context   " << p.context << "  batch " << p.batch << "  vocab " << p.vocab << "\n"
+              << "topology  " << p.topo.chips << " chip(s) x " << p.topo.calcores_per_chip << " CalCores, tensor parallel "
+              << p.topo.tensor_parallel << "\n"
+              << "reference " << p.reference_model_dir.string() << "\n\nsubmodels\n";
+    for (const auto& sm : p.submodels) {
+        std::cout << "  " << sm.name << "  role " << to_string(sm.role) << "  type_label '" << sm.type_label << "'  batch "
+                  << sm.batch << "  max_tokens " << sm.max_tokens << "  dynamic_d2d " << (sm.dynamic_d2d ? "yes" : "no")
+                  << "\n";
+        for (const auto* list : {&sm.inputs, &sm.outputs}) {
+            for (const auto& t : *list) {
+                std::cout << "    " << (list == &sm.inputs ? "in  " : "out ") << t.port << " " << t.name << " "
+                          << shape(t.shape) << " " << model::package::to_string(t.type) << " " << t.byte_size
+                          << " B  ping " << hex(t.ping_addr) << "  pong " << hex(t.pong_addr) << "  chip " << t.chip << "\n";
+            }
+        }
+        for (const auto& c : sm.csrs) std::cout << "    csr " << c.name << " offset " << hex(c.offset) << "\n";
+    }
+    (void)s;
+}
+
+void print_capacity(const dev::package_spec& s, const dev::sim::sim_options& so) {
+    std::cout << "\nKV layout  " << s.kv.layers << " layers x " << s.kv.kv_heads << " KV heads x " << s.kv.head_dim
+              << " x (K " << s.kv.k_bytes << " B + V " << s.kv.v_bytes << " B) = " << s.kv.bytes_per_token()
+              << " B/token; " << s.kv.slots << " slot(s) x " << s.kv.context << " tokens = " << s.kv.total_bytes() << " B ("
+              << gib(static_cast<double>(s.kv.total_bytes())) << "), " << s.kv.total_bytes() / s.chip_count
+              << " B per chip; blocks of " << so.kv_block_tokens << " tokens\n\nper-chip memory (configure)\n";
+    for (const auto& m : dev::sim::plan_memory(s, so)) {
+        std::cout << "  chip " << m.chip << "  DRAM " << m.dram_used << " / " << m.dram_capacity << " B ("
+                  << gib(static_cast<double>(m.dram_used)) << " / " << gib(static_cast<double>(m.dram_capacity))
+                  << ")  SRAM " << m.sram_used << " / " << m.sram_capacity << " B  "
+                  << (m.dram_used <= m.dram_capacity && m.sram_used <= m.sram_capacity ? "fits" : "DOES NOT FIT") << "\n";
+    }
+}
+
+void print_step(const char* what, const dev::sim::step_breakdown& b) {
+    std::printf("  %-28s %9.3f ms  (weights %.3f, kv %.3f, sync %.3f, flops %.3f, d2d %.3f, launch %.3f)%s\n", what,
+                b.total_ms, b.weights_ms, b.kv_ms, b.sync_ms, b.flops_ms, b.d2d_ms, b.launch_ms,
+                b.overridden ? "  [device.sim.step_ms override]" : "");
+}
+
+void print_latency(const dev::package_spec& s, const dev::sim::latency_constants& c) {
+    std::cout << "\nlatency constants\n";
+    for (const auto& [k, v] : dev::sim::describe_constants(c)) std::cout << "  " << k << " = " << v << "\n";
+    dev::sim::latency_model m(s, c);
+    std::cout << "\nmodelled step times\n";
+    const std::int64_t ctx = s.context;
+    for (std::int64_t past : {std::int64_t{0}, ctx / 2, ctx - 1}) {
+        const std::string label = "decode, past " + std::to_string(past);
+        print_step(label.c_str(), m.step(dev::submodel_kind::decode, 1, past));
+    }
+    for (std::int64_t n : {std::int64_t{1}, std::int64_t{128}, std::int64_t{1024}, ctx - 1}) {
+        if (n >= ctx) continue;
+        const std::string label = "prefill " + std::to_string(n) + " tokens";
+        print_step(label.c_str(), m.step(dev::submodel_kind::prefill, n, 0));
+    }
+    std::uint64_t logits = 0;
+    if (const auto* d = s.first_of(dev::submodel_kind::decode))
+        for (const auto& t : d->outputs) logits += t.bytes;
+    std::printf("  %-28s %9.3f ms\n  %-28s %9.3f ms\n  %-28s %9.3f ms  (%llu parameter bytes)\n", "H2D decode inputs (8 B)",
+                m.h2d_ms(8), "D2H logits", m.d2h_ms(logits), "configure", m.configure_ms(),
+                static_cast<unsigned long long>(s.total_parameter_bytes()));
+    std::printf("  MoE active weight fraction: decode %.4f, prefill 1024 %.4f\n", m.active_weight_fraction(1),
+                m.active_weight_fraction(1024));
+}
+
+int run(const options& o) {
+    std::optional<std::filesystem::path> file;
+    if (!o.config_file.empty()) file = o.config_file;
+    auto cfg = config::load(file, o.overrides);
+    if (!cfg) {
+        std::cerr << "inspect: " << cfg.error().what() << "\n";
+        return 2;
+    }
+    auto pkg = model::package::load_package(o.package);
+    if (!pkg) {
+        std::cerr << "inspect: " << pkg.error().what() << "\n";
+        return 2;
+    }
+    auto spec = dev::package_spec_from(*pkg);
+    if (!spec) {
+        std::cerr << "inspect: the device cannot represent this package: " << spec.error().what() << "\n";
+        return 2;
+    }
+    const auto so = dev::sim::sim_options::from_config(*cfg);
+    std::cout << "device    sim (CalRT 0.7.6 semantics), board " << so.board_chips << " chip(s) x "
+              << so.calcores_per_chip << " CalCores, DRAM " << so.dram_bytes_per_chip << " B + SRAM "
+              << so.sram_bytes_per_chip << " B per chip (config device.sim.*)\n";
+    print_package(*pkg, *spec);
+    print_capacity(*spec, so);
+    print_latency(*spec, so.latency);
+    return 0;
+}
+
+const bool registered = register_command("inspect", "show what the device sees in a package, with modelled step times",
+                                         [](CLI::App& app) {
+                                             auto o = std::make_shared<options>();
+                                             app.add_option("package", o->package, "package directory")->required();
+                                             app.add_option("--config", o->config_file, "config file");
+                                             app.add_option("--set", o->overrides, "key.path=value override (repeatable)");
+                                             return [o] { return run(*o); };
+                                         });
+}  // namespace
+}  // namespace calserve::tools
