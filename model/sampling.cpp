@@ -1,0 +1,291 @@
+// The sampler pipeline (see model/sampling.hpp for the order and the contracts).
+#include "model/sampling.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "model/sampling_kernels.hpp"
+
+namespace calserve::model {
+namespace {
+
+constexpr float neg_inf = -std::numeric_limits<float>::infinity();
+// 1/T for a vanishing temperature: large enough that every non-maximal token gets
+// weight 0, small enough that 0 * it stays 0 for the maximum.
+constexpr float inv_temperature_max = 1e30f;
+
+error_info bad(const std::string& what) { return make_error(status::invalid_argument, "sampling: " + what); }
+
+bool tokens_in_range(std::span<const std::int32_t> tokens, std::size_t vocab) {
+    return std::all_of(tokens.begin(), tokens.end(),
+                       [vocab](std::int32_t t) { return t >= 0 && static_cast<std::size_t>(t) < vocab; });
+}
+
+bool wants_logprobs(const sampling_params& p) { return p.logprobs || p.top_logprobs > 0; }
+
+}  // namespace
+
+void_result validate(const sampling_params& p, std::size_t vocab, token_history history) {
+    if (vocab == 0) return bad("empty vocabulary");
+    if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature)) return bad("temperature must be finite and >= 0");
+    if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) return bad("top_p must be in (0, 1]");
+    if (p.top_k < 0) return bad("top_k must be >= 0");
+    if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) return bad("min_p must be in [0, 1]");
+    if (!(p.repetition_penalty > 0.0f) || !std::isfinite(p.repetition_penalty)) {
+        return bad("repetition_penalty must be finite and > 0");
+    }
+    if (!std::isfinite(p.presence_penalty) || !std::isfinite(p.frequency_penalty)) return bad("penalties must be finite");
+    if (p.top_logprobs < 0 || static_cast<std::size_t>(p.top_logprobs) > max_top_logprobs) {
+        return bad("top_logprobs must be in [0, " + std::to_string(max_top_logprobs) + "]");
+    }
+    for (const auto& [token, bias] : p.logit_bias) {
+        if (token < 0 || static_cast<std::size_t>(token) >= vocab) return bad("logit_bias token out of range");
+        if (std::isnan(bias)) return bad("logit_bias value is NaN");
+    }
+    if (!tokens_in_range(history.prompt, vocab) || !tokens_in_range(history.generated, vocab)) {
+        return bad("history token out of range");
+    }
+    return {};
+}
+
+bool sampler::needs_edits(const sampling_params& p) {
+    return !p.logit_bias.empty() || p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f ||
+           p.presence_penalty != 0.0f;
+}
+
+result<sample_result> sampler::sample(std::span<const float> logits, const sampling_params& params,
+                                      token_history history, request_rng& rng) {
+    if (auto ok = validate(params, logits.size(), history); !ok) return ok.error();
+    if (params.greedy() && !needs_edits(params) && !wants_logprobs(params)) {
+        sample_result out;
+        out.token = argmax_f32(logits, level_);
+        out.support = 1;
+        return out;
+    }
+    logits_.assign(logits.begin(), logits.end());
+    apply_edits(params, history);
+    return sample_prepared(params, rng);
+}
+
+result<sample_result> sampler::sample(std::span<const bf16> logits, const sampling_params& params,
+                                      token_history history, request_rng& rng) {
+    if (auto ok = validate(params, logits.size(), history); !ok) return ok.error();
+    if (params.greedy() && !needs_edits(params) && !wants_logprobs(params)) {
+        sample_result out;  // the fused path: one pass over the BF16 bytes, nothing allocated
+        out.token = argmax_bf16(logits, level_);
+        out.support = 1;
+        return out;
+    }
+    logits_.resize(logits.size());
+    bf16_to_f32(logits, logits_, level_);
+    apply_edits(params, history);
+    return sample_prepared(params, rng);
+}
+
+void sampler::apply_edits(const sampling_params& p, token_history history) {
+    const std::size_t n = logits_.size();
+    for (const auto& [token, bias] : p.logit_bias) logits_[static_cast<std::size_t>(token)] += bias;
+    if (p.repetition_penalty != 1.0f) {
+        // HF semantics: each distinct token of prompt + generated is penalised once.
+        if (seen_.size() != n) seen_.assign(n, 0);
+        for (const auto tokens : {history.prompt, history.generated}) {
+            for (const std::int32_t t : tokens) {
+                auto& mark = seen_[static_cast<std::size_t>(t)];
+                if (mark != 0) continue;
+                mark = 1;
+                float& l = logits_[static_cast<std::size_t>(t)];
+                l = l < 0.0f ? l * p.repetition_penalty : l / p.repetition_penalty;
+            }
+        }
+        for (const auto tokens : {history.prompt, history.generated}) {
+            for (const std::int32_t t : tokens) seen_[static_cast<std::size_t>(t)] = 0;
+        }
+    }
+    if (p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
+        // OpenAI semantics over generated tokens: l -= count * frequency + (count > 0) * presence.
+        if (counts_.size() != n) counts_.assign(n, 0);
+        for (const std::int32_t t : history.generated) ++counts_[static_cast<std::size_t>(t)];
+        for (const std::int32_t t : history.generated) {
+            auto& count = counts_[static_cast<std::size_t>(t)];
+            if (count == 0) continue;
+            logits_[static_cast<std::size_t>(t)] -=
+                static_cast<float>(count) * p.frequency_penalty + p.presence_penalty;
+            count = 0;
+        }
+    }
+}
+
+result<sample_result> sampler::sample_prepared(const sampling_params& params, request_rng& rng) {
+    const kernels::max_scan scan = kernels::scan_max(logits_, level_);
+    if (!scan.finite) return make_error(status::logits_nan, "sampling: NaN or +inf in the logits");
+    if (scan.max == neg_inf) return bad("every token is masked to -inf");
+    sample_result out;
+    if (params.greedy()) {
+        out.token = argmax_f32(logits_, level_);
+        out.support = 1;
+        if (wants_logprobs(params)) {
+            fill_logprobs(params, scan.max, 1.0f, std::log(kernels::exp_sum(logits_, scan.max, 1.0f, level_)), out);
+        }
+        return out;
+    }
+    const float inv_t = std::min(1.0f / params.temperature, inv_temperature_max);
+    const double u = rng.next_unit();
+    const std::size_t n = logits_.size();
+    const std::size_t k = params.top_k > 0 && static_cast<std::size_t>(params.top_k) < n
+                              ? static_cast<std::size_t>(params.top_k) : 0;
+    if (k > 0 && k <= sparse_top_k_max) {
+        sample_sparse(params, scan.max, inv_t, u, out);
+        if (wants_logprobs(params)) {
+            fill_logprobs(params, scan.max, inv_t, std::log(kernels::exp_sum(logits_, scan.max, inv_t, level_)), out);
+        }
+    } else {
+        double total_all = 0.0;
+        sample_dense(params, scan.max, inv_t, u, out, total_all);
+        if (wants_logprobs(params)) fill_logprobs(params, scan.max, inv_t, std::log(total_all), out);
+    }
+    return out;
+}
+
+// top-k <= sparse_top_k_max: everything happens on the k sorted candidates.
+void sampler::sample_sparse(const sampling_params& params, float max, float inv_t, double u, sample_result& out) {
+    select::select_top(logits_, static_cast<std::size_t>(params.top_k), candidates_, level_);
+    double total = 0.0;
+    for (auto& c : candidates_) {
+        c.value = std::exp((c.value - max) * inv_t);  // logits -> weights, order unchanged
+        total += c.value;
+    }
+    const double target = params.top_p < 1.0f ? (static_cast<double>(params.top_p) - top_p_slack) * total : 0.0;
+    draw_from_sorted(candidates_, target, params.min_p, u, out);
+}
+
+// `list` holds weights, best first. Keeps its shortest prefix reaching `target` (all of
+// it when target <= 0), then drops the tail below min_p (list[0] has weight 1), draws.
+void sampler::draw_from_sorted(std::span<const select::candidate> list, double target, float min_p, double u,
+                               sample_result& out) {
+    std::size_t len = list.size();
+    if (target > 0.0) {
+        double cum = 0.0;
+        for (std::size_t j = 0; j < list.size(); ++j) {
+            cum += list[j].value;
+            if (cum >= target) {
+                len = j + 1;
+                break;
+            }
+        }
+    }
+    while (len > 1 && list[len - 1].value < min_p) --len;
+    double kept = 0.0;
+    out.support = 0;
+    for (std::size_t j = 0; j < len; ++j) {
+        kept += list[j].value;
+        out.support += list[j].value > 0.0f ? 1 : 0;
+    }
+    const double r = u * kept;
+    double cum = 0.0;
+    out.token = list[0].token;
+    for (std::size_t j = 0; j < len; ++j) {
+        if (list[j].value <= 0.0f) continue;
+        out.token = list[j].token;  // rounding fallback: the last positive one
+        cum += list[j].value;
+        if (cum > r) break;
+    }
+}
+
+// No top-k or a large one: weights over the whole vocabulary, cutoffs by partial
+// selection, then a draw through the per-block sums (or from the candidate list when
+// a short one already holds the nucleus).
+void sampler::sample_dense(const sampling_params& params, float max, float inv_t, double u, sample_result& out,
+                           double& total_all) {
+    const std::size_t n = logits_.size();
+    weights_.resize(n);
+    blocks_.resize(kernels::block_count(n));
+    kernels::weight_sum sum = kernels::exp_weights(logits_, max, inv_t, weights_, blocks_, level_);
+    total_all = sum.total;
+    const bool top_k_on = params.top_k > 0 && static_cast<std::size_t>(params.top_k) < n;
+    if (top_k_on) {
+        const auto cut = select::radix_cutoff(weights_, static_cast<double>(params.top_k), select::measure::count, radix_);
+        sum = kernels::apply_keep_rule(weights_, 0.0f, cut.weight, cut.index, blocks_, level_);
+    }
+    select::cutoff cut = select::keep_all(n);
+    if (params.top_p < 1.0f) {
+        const double target = (static_cast<double>(params.top_p) - top_p_slack) * sum.total;
+        if (!top_k_on && nucleus_in_candidates(target)) {
+            draw_from_sorted(top_, target, params.min_p, u, out);
+            return;
+        }
+        cut = select::radix_cutoff(weights_, target, select::measure::mass, radix_);
+    }
+    if (params.top_p < 1.0f || params.min_p > 0.0f) {
+        sum = kernels::apply_keep_rule(weights_, params.min_p, cut.weight, cut.index, blocks_, level_);
+    }
+    out.support = sum.positive;
+    out.token = draw_dense(u, sum.total);
+}
+
+// Peaked distributions: a few dozen candidates usually hold the top-p mass. top_ gets
+// the candidates as weights in keep-rule order (weight, then token); it is trusted only
+// when the prefix ends strictly above its weakest entry (no outsider can tie with it)
+// or when it holds every token above -inf.
+bool sampler::nucleus_in_candidates(double target) {
+    // Bound: each weight is at most 1, and the best k/8 tokens hold at least 1/8 of the
+    // best k's mass, so a round that cannot reach the target is skipped.
+    double bound = 64.0;
+    for (std::size_t k = 64; k <= geometric_top_p_max && bound >= target; k *= 8) {
+        select::select_top(logits_, k, candidates_, level_);
+        top_.clear();
+        for (const auto& c : candidates_) top_.push_back({weights_[static_cast<std::size_t>(c.token)], c.token});
+        std::sort(top_.begin(), top_.end(), [](const auto& a, const auto& b) { return select::better(a, b); });
+        const bool complete = candidates_.size() < k;
+        double cum = 0.0;
+        for (const auto& c : top_) {
+            cum += c.value;
+            if (cum < target) continue;
+            if (complete || c.value > top_.back().value) return true;
+            break;
+        }
+        if (complete) return true;  // short of the target only by rounding: keep them all
+        bound = 8.0 * cum;
+    }
+    return false;
+}
+
+std::int32_t sampler::draw_dense(double u, double total) const {
+    const double r = u * total;
+    double cum = 0.0;
+    const std::size_t n = weights_.size();
+    for (std::size_t b = 0; b < blocks_.size(); ++b) {
+        if (cum + blocks_[b] <= r) {
+            cum += blocks_[b];
+            continue;
+        }
+        const std::size_t begin = b * kernels::weight_block;
+        const std::size_t end = std::min(n, begin + kernels::weight_block);
+        std::size_t last = end;
+        for (std::size_t i = begin; i < end; ++i) {
+            if (weights_[i] <= 0.0f) continue;
+            last = i;
+            cum += weights_[i];
+            if (cum > r) return static_cast<std::int32_t>(i);
+        }
+        if (last != end) return static_cast<std::int32_t>(last);  // block sum rounding
+    }
+    for (std::size_t i = n; i-- > 0;) {  // r reached the total by rounding: the last candidate
+        if (weights_[i] > 0.0f) return static_cast<std::int32_t>(i);
+    }
+    return 0;
+}
+
+void sampler::fill_logprobs(const sampling_params& params, float max, float inv_t, double log_z, sample_result& out) {
+    const auto logprob = [&](float logit) {
+        return static_cast<float>(static_cast<double>((logit - max) * inv_t) - log_z);
+    };
+    if (params.logprobs) out.logprob = logprob(logits_[static_cast<std::size_t>(out.token)]);
+    if (params.top_logprobs <= 0) return;
+    select::select_top(logits_, static_cast<std::size_t>(params.top_logprobs), top_, level_);
+    out.top_count = top_.size();
+    for (std::size_t j = 0; j < top_.size(); ++j) out.top[j] = {top_[j].token, logprob(top_[j].value)};
+}
+
+}  // namespace calserve::model

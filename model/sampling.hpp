@@ -1,0 +1,109 @@
+#pragma once
+//! The sampling maths: logits of one sequence -> the next token, its logprob and the
+//! top_logprobs. Pure computation; the Sampler actor owns a `sampler` (its scratch) and
+//! each request owns its `request_rng`, so results never depend on which sampler or
+//! thread ran the step.
+//!
+//! Pipeline (each step optional; docs/sampling.md has the details):
+//!   logit_bias -> repetition penalty (HF: positive / p, negative * p, once per distinct
+//!   token of prompt + generated) -> frequency and presence penalties (OpenAI: over
+//!   generated tokens, l -= count * f + (count > 0) * p) -> temperature -> top-k ->
+//!   top-p (smallest prefix, in weight order, whose mass reaches p of what top-k left)
+//!   -> min-p (keep p_i >= min_p * p_max) -> draw.
+//! Greedy (temperature 0): argmax of the penalised logits, lowest id on ties; with no
+//! penalty, bias or logprobs it is one fused BF16 pass with no allocation.
+//! Logprobs: log-softmax of the penalised logits divided by the temperature (1 when
+//! greedy), over the whole vocabulary and before the top-k/top-p/min-p truncation;
+//! top_logprobs are the N most likely tokens of that same distribution.
+//!
+//! Fault model: invalid parameters or token ids give `invalid_argument`; NaN or +inf
+//! logits give `logits_nan`; all tokens masked to -inf gives `invalid_argument`.
+//! Invariants: a non-greedy step consumes exactly one `next_u64()` of the request's RNG
+//! and a greedy step none; never a full sort of the vocabulary; after the first call
+//! with a given vocabulary size and k, a step allocates nothing.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "config/result.hpp"
+#include "model/bf16.hpp"
+#include "model/sampling_params.hpp"
+#include "model/sampling_rng.hpp"
+#include "model/sampling_select.hpp"
+
+namespace calserve::model {
+
+inline constexpr std::size_t max_top_logprobs = 20;
+
+/// Below this many candidates top-k works on a sorted candidate list; above it, and
+/// for top-p without top-k when the growing candidate list has not reached the mass,
+/// the radix cutoff over the whole vocabulary is used.
+inline constexpr std::size_t sparse_top_k_max = 4096;
+
+/// Largest candidate list tried for top-p without top-k before the radix cutoff
+/// (64, then 512): beyond it a flat distribution is cheaper to cut by radix.
+inline constexpr std::size_t geometric_top_p_max = 512;
+
+/// Slack on the top-p target, in probability: float sums of a prefix whose exact mass
+/// is p must not spill one token further.
+inline constexpr double top_p_slack = 1e-6;
+
+struct token_logprob {
+    std::int32_t token = -1;
+    float logprob = 0.0f;
+};
+
+struct sample_result {
+    std::int32_t token = -1;
+    float logprob = 0.0f;  // set when params.logprobs
+    std::array<token_logprob, max_top_logprobs> top{};
+    std::size_t top_count = 0;
+    std::size_t support = 0;  // tokens that had a non-zero chance this step
+
+    std::span<const token_logprob> top_logprobs() const { return {top.data(), top_count}; }
+};
+
+struct token_history {
+    std::span<const std::int32_t> prompt;     // repetition penalty only
+    std::span<const std::int32_t> generated;  // repetition, frequency and presence penalties
+};
+
+/// Parameter ranges and token ids against the vocabulary size.
+void_result validate(const sampling_params& params, std::size_t vocab, token_history history = {});
+
+class sampler {
+public:
+    explicit sampler(simd_level level = detected_simd_level()) : level_(level) {}
+
+    result<sample_result> sample(std::span<const float> logits, const sampling_params& params, token_history history,
+                                 request_rng& rng);
+    result<sample_result> sample(std::span<const bf16> logits, const sampling_params& params, token_history history,
+                                 request_rng& rng);
+
+private:
+    static bool needs_edits(const sampling_params& params);
+    void apply_edits(const sampling_params& params, token_history history);
+    result<sample_result> sample_prepared(const sampling_params& params, request_rng& rng);
+    void sample_sparse(const sampling_params& params, float max, float inv_t, double u, sample_result& out);
+    void sample_dense(const sampling_params& params, float max, float inv_t, double u, sample_result& out,
+                      double& total_all);
+    bool nucleus_in_candidates(double target);
+    static void draw_from_sorted(std::span<const select::candidate> list, double target, float min_p, double u,
+                                 sample_result& out);
+    std::int32_t draw_dense(double u, double total) const;
+    void fill_logprobs(const sampling_params& params, float max, float inv_t, double log_z, sample_result& out);
+
+    simd_level level_;
+    std::vector<float> logits_;    // the penalised logits of the current step
+    std::vector<float> weights_;   // exp((l - max) / T), zeroed where filtered out
+    std::vector<float> blocks_;    // per-block sums of weights_
+    std::vector<std::uint32_t> counts_;  // per-token generated counts; all zero between steps
+    std::vector<std::uint8_t> seen_;     // per-token repetition mark; all zero between steps
+    std::vector<select::candidate> candidates_;
+    std::vector<select::candidate> top_;
+    select::radix_scratch radix_;
+};
+
+}  // namespace calserve::model

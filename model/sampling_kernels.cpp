@@ -1,0 +1,265 @@
+// Vocabulary-wide sampler passes: scalar versions for the baseline ISA, AVX2 versions
+// with a target attribute (see model/bf16.cpp for why), picked by the caller's level.
+#include "model/sampling_kernels.hpp"
+
+#include <immintrin.h>
+
+#include <limits>
+
+#include "config/invariant.hpp"
+
+#define CALSERVE_BASELINE_ISA __attribute__((target("no-sse3,no-avx,no-avx2,no-fma,no-f16c")))
+#define CALSERVE_AVX2_ISA __attribute__((target("avx2,fma")))
+
+namespace calserve::model::kernels {
+namespace {
+
+constexpr float neg_inf = -std::numeric_limits<float>::infinity();
+constexpr float pos_inf = std::numeric_limits<float>::infinity();
+
+// ---- scalar ----------------------------------------------------------------------
+
+CALSERVE_BASELINE_ISA max_scan scan_max_scalar(const float* p, std::size_t n) {
+    float best = neg_inf;
+    bool finite = true;
+    for (std::size_t i = 0; i < n; ++i) {
+        const float v = p[i];
+        if (!(v < pos_inf)) finite = false;  // NaN or +inf
+        if (v > best) best = v;
+    }
+    return {best, finite};
+}
+
+CALSERVE_BASELINE_ISA weight_sum exp_weights_scalar(const float* p, std::size_t n, float max, float inv_t,
+                                                    float* w, float* block_sums) {
+    weight_sum out;
+    for (std::size_t b = 0; b * weight_block < n; ++b) {
+        const std::size_t end = (b + 1) * weight_block < n ? (b + 1) * weight_block : n;
+        float sum = 0.0f;
+        for (std::size_t i = b * weight_block; i < end; ++i) {
+            const float x = __builtin_expf((p[i] - max) * inv_t);
+            if (w != nullptr) w[i] = x;
+            sum += x;
+            out.positive += x > 0.0f ? 1 : 0;
+        }
+        if (block_sums != nullptr) block_sums[b] = sum;
+        out.total += sum;
+    }
+    return out;
+}
+
+CALSERVE_BASELINE_ISA std::size_t next_above_scalar(const float* p, std::size_t n, std::size_t from, float t) {
+    for (std::size_t i = from; i < n; ++i) {
+        if (p[i] > t) return i;
+    }
+    return n;
+}
+
+CALSERVE_BASELINE_ISA weight_sum apply_keep_rule_scalar(float* w, std::size_t n, float w_min, float w_cut,
+                                                        std::size_t i_cut, float* block_sums) {
+    weight_sum out;
+    for (std::size_t b = 0; b * weight_block < n; ++b) {
+        const std::size_t end = (b + 1) * weight_block < n ? (b + 1) * weight_block : n;
+        float sum = 0.0f;
+        for (std::size_t i = b * weight_block; i < end; ++i) {
+            const float x = w[i];
+            const bool keep = x >= w_min && (x > w_cut || (x == w_cut && i <= i_cut));
+            w[i] = keep ? x : 0.0f;
+            sum += w[i];
+            out.positive += w[i] > 0.0f ? 1 : 0;
+        }
+        block_sums[b] = sum;
+        out.total += sum;
+    }
+    return out;
+}
+
+// ---- AVX2 ------------------------------------------------------------------------
+
+CALSERVE_AVX2_ISA max_scan scan_max_avx2(const float* p, std::size_t n) {
+    __m256 acc0 = _mm256_set1_ps(neg_inf);
+    __m256 acc1 = acc0;
+    __m256 bad = _mm256_setzero_ps();
+    const __m256 inf = _mm256_set1_ps(pos_inf);
+    std::size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256 a = _mm256_loadu_ps(p + i);
+        const __m256 b = _mm256_loadu_ps(p + i + 8);
+        acc0 = _mm256_max_ps(a, acc0);  // a NaN in `a` yields acc0: NaN never becomes the max
+        acc1 = _mm256_max_ps(b, acc1);
+        bad = _mm256_or_ps(bad, _mm256_or_ps(_mm256_cmp_ps(a, inf, _CMP_NLT_UQ), _mm256_cmp_ps(b, inf, _CMP_NLT_UQ)));
+    }
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, _mm256_max_ps(acc0, acc1));
+    max_scan out = scan_max_scalar(p + i, n - i);
+    for (float v : lanes) out.max = v > out.max ? v : out.max;
+    out.finite = out.finite && _mm256_movemask_ps(bad) == 0;
+    return out;
+}
+
+// exp(x) for x <= 0 (and -inf): Cody-Waite reduction by ln 2 and a degree-6 polynomial
+// on [-ln2/2, ln2/2]; exp(0) is exactly 1; below the smallest normal the result is 0.
+CALSERVE_AVX2_ISA inline __m256 exp_nonpositive(__m256 x) {
+    const __m256 lowest = _mm256_set1_ps(-87.33654f);
+    const __m256 valid = _mm256_cmp_ps(x, lowest, _CMP_GE_OQ);
+    x = _mm256_max_ps(x, lowest);
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 poly = _mm256_set1_ps(1.9875691500e-4f);
+    poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.3981999507e-3f));
+    poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(8.3334519073e-3f));
+    poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(4.1665795894e-2f));
+    poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.6666665459e-1f));
+    poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(5.0000001201e-1f));
+    const __m256 y = _mm256_fmadd_ps(poly, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i scale = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(scale)), valid);
+}
+
+CALSERVE_AVX2_ISA inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+// One block: weights of [begin, end), padding a short last vector with -inf (weight 0)
+// so every token goes through the same polynomial.
+CALSERVE_AVX2_ISA float exp_block_avx2(const float* p, std::size_t begin, std::size_t end, __m256 max, __m256 inv_t,
+                                       float* w, std::size_t& positive) {
+    __m256 acc = _mm256_setzero_ps();
+    for (std::size_t i = begin; i < end; i += 8) {
+        __m256 l;
+        if (i + 8 <= end) {
+            l = _mm256_loadu_ps(p + i);
+        } else {
+            alignas(32) float pad[8];
+            for (std::size_t j = 0; j < 8; ++j) pad[j] = i + j < end ? p[i + j] : neg_inf;
+            l = _mm256_load_ps(pad);
+        }
+        const __m256 x = exp_nonpositive(_mm256_mul_ps(_mm256_sub_ps(l, max), inv_t));
+        if (w != nullptr && i + 8 <= end) {
+            _mm256_storeu_ps(w + i, x);
+        } else if (w != nullptr) {
+            alignas(32) float tmp[8];
+            _mm256_store_ps(tmp, x);
+            for (std::size_t j = 0; i + j < end; ++j) w[i + j] = tmp[j];
+        }
+        acc = _mm256_add_ps(acc, x);
+        positive += static_cast<std::size_t>(
+            __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ)))));
+    }
+    return hsum(acc);
+}
+
+CALSERVE_AVX2_ISA weight_sum exp_weights_avx2(const float* p, std::size_t n, float max, float inv_t, float* w,
+                                              float* block_sums) {
+    weight_sum out;
+    const __m256 vmax = _mm256_set1_ps(max);
+    const __m256 vinv = _mm256_set1_ps(inv_t);
+    for (std::size_t b = 0; b * weight_block < n; ++b) {
+        const std::size_t end = (b + 1) * weight_block < n ? (b + 1) * weight_block : n;
+        const float sum = exp_block_avx2(p, b * weight_block, end, vmax, vinv, w, out.positive);
+        if (block_sums != nullptr) block_sums[b] = sum;
+        out.total += sum;
+    }
+    return out;
+}
+
+CALSERVE_AVX2_ISA std::size_t next_above_avx2(const float* p, std::size_t n, std::size_t from, float t) {
+    const __m256 vt = _mm256_set1_ps(t);
+    std::size_t i = from;
+    for (; i + 32 <= n; i += 32) {
+        const __m256 c0 = _mm256_cmp_ps(_mm256_loadu_ps(p + i), vt, _CMP_GT_OQ);
+        const __m256 c1 = _mm256_cmp_ps(_mm256_loadu_ps(p + i + 8), vt, _CMP_GT_OQ);
+        const __m256 c2 = _mm256_cmp_ps(_mm256_loadu_ps(p + i + 16), vt, _CMP_GT_OQ);
+        const __m256 c3 = _mm256_cmp_ps(_mm256_loadu_ps(p + i + 24), vt, _CMP_GT_OQ);
+        const __m256 any = _mm256_or_ps(_mm256_or_ps(c0, c1), _mm256_or_ps(c2, c3));
+        if (_mm256_movemask_ps(any) != 0) break;
+    }
+    return next_above_scalar(p, n, i, t);
+}
+
+// Same rule as the scalar loop, eight tokens at a time; the index test only matters
+// for tokens whose weight equals the cutoff weight.
+CALSERVE_AVX2_ISA weight_sum apply_keep_rule_avx2(float* w, std::size_t n, float w_min, float w_cut,
+                                                  std::size_t i_cut, float* block_sums) {
+    weight_sum out;
+    const __m256 vmin = _mm256_set1_ps(w_min);
+    const __m256 vcut = _mm256_set1_ps(w_cut);
+    const __m256 zero = _mm256_setzero_ps();
+    const auto cut_index = static_cast<std::int32_t>(i_cut < 0x7fffffffu ? i_cut : 0x7fffffffu);
+    const __m256i vicut = _mm256_set1_epi32(cut_index);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (std::size_t b = 0; b * weight_block < n; ++b) {
+        const std::size_t begin = b * weight_block;
+        const std::size_t end = begin + weight_block < n ? begin + weight_block : n;
+        __m256 acc = zero;
+        std::size_t i = begin;
+        for (; i + 8 <= end; i += 8) {
+            const __m256 x = _mm256_loadu_ps(w + i);
+            const __m256i idx = _mm256_add_epi32(_mm256_set1_epi32(static_cast<std::int32_t>(i)), lane);
+            const __m256 index_past = _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, vicut));
+            const __m256 above = _mm256_or_ps(_mm256_cmp_ps(x, vcut, _CMP_GT_OQ),
+                                              _mm256_andnot_ps(index_past, _mm256_cmp_ps(x, vcut, _CMP_EQ_OQ)));
+            const __m256 keep = _mm256_and_ps(_mm256_cmp_ps(x, vmin, _CMP_GE_OQ), above);
+            const __m256 kept = _mm256_and_ps(x, keep);
+            _mm256_storeu_ps(w + i, kept);
+            acc = _mm256_add_ps(acc, kept);
+            out.positive += static_cast<std::size_t>(
+                __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(kept, zero, _CMP_GT_OQ)))));
+        }
+        float sum = hsum(acc);
+        for (; i < end; ++i) {
+            const float x = w[i];
+            const bool keep = x >= w_min && (x > w_cut || (x == w_cut && i <= i_cut));
+            w[i] = keep ? x : 0.0f;
+            sum += w[i];
+            out.positive += w[i] > 0.0f ? 1 : 0;
+        }
+        block_sums[b] = sum;
+        out.total += sum;
+    }
+    return out;
+}
+
+}  // namespace
+
+max_scan scan_max(std::span<const float> logits, simd_level level) {
+    return usable_simd_level(level) == simd_level::avx2 ? scan_max_avx2(logits.data(), logits.size())
+                                                        : scan_max_scalar(logits.data(), logits.size());
+}
+
+weight_sum exp_weights(std::span<const float> logits, float max, float inv_t, std::span<float> weights,
+                       std::span<float> block_sums, simd_level level) {
+    CALSERVE_INVARIANT(weights.size() >= logits.size() && block_sums.size() >= block_count(logits.size()),
+                       "exp_weights: output spans too small");
+    return usable_simd_level(level) == simd_level::avx2
+               ? exp_weights_avx2(logits.data(), logits.size(), max, inv_t, weights.data(), block_sums.data())
+               : exp_weights_scalar(logits.data(), logits.size(), max, inv_t, weights.data(), block_sums.data());
+}
+
+double exp_sum(std::span<const float> logits, float max, float inv_t, simd_level level) {
+    return usable_simd_level(level) == simd_level::avx2
+               ? exp_weights_avx2(logits.data(), logits.size(), max, inv_t, nullptr, nullptr).total
+               : exp_weights_scalar(logits.data(), logits.size(), max, inv_t, nullptr, nullptr).total;
+}
+
+std::size_t next_above(std::span<const float> logits, std::size_t from, float threshold, simd_level level) {
+    if (from >= logits.size()) return logits.size();
+    return usable_simd_level(level) == simd_level::avx2 ? next_above_avx2(logits.data(), logits.size(), from, threshold)
+                                                        : next_above_scalar(logits.data(), logits.size(), from, threshold);
+}
+
+weight_sum apply_keep_rule(std::span<float> weights, float w_min, float w_cut, std::size_t i_cut,
+                           std::span<float> block_sums, simd_level level) {
+    CALSERVE_INVARIANT(block_sums.size() >= block_count(weights.size()), "apply_keep_rule: block_sums too small");
+    CALSERVE_INVARIANT(weights.size() < 0x7fffffffu, "apply_keep_rule: vocabulary too large");
+    return usable_simd_level(level) == simd_level::avx2
+               ? apply_keep_rule_avx2(weights.data(), weights.size(), w_min, w_cut, i_cut, block_sums.data())
+               : apply_keep_rule_scalar(weights.data(), weights.size(), w_min, w_cut, i_cut, block_sums.data());
+}
+
+}  // namespace calserve::model::kernels

@@ -1,0 +1,52 @@
+#pragma once
+//! Vocabulary-wide passes of the sampler (internal to model/sampling*.cpp, exposed for
+//! tests and benchmarks): max scan with a NaN/+inf check, exp weights with per-block
+//! sums, a strided "next element above a threshold" search, and the keep-mask pass.
+//!
+//! Each pass is one sweep over the logits with no allocation; AVX2 versions (built with
+//! a target attribute) are chosen at run time as in model/bf16.hpp. The AVX2 exp is a
+//! polynomial (max relative error ~2 ulp against expf), so the scalar and AVX2 paths
+//! agree to ~1e-7 relative, not bit for bit: a seeded request is reproducible on one
+//! machine type, whatever the thread count.
+//!
+//! Invariants: weights are exp((l - max) * inv_temperature) in [0, 1] with the maximum
+//! mapping to exactly 1; -inf logits give weight 0; block sums cover `weight_block`
+//! consecutive tokens (the last block may be short).
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "model/bf16.hpp"
+
+namespace calserve::model::kernels {
+
+inline constexpr std::size_t weight_block = 256;
+
+constexpr std::size_t block_count(std::size_t n) { return (n + weight_block - 1) / weight_block; }
+
+struct max_scan {
+    float max;
+    bool finite;  // no NaN and no +inf anywhere (-inf is allowed: a masked token)
+};
+max_scan scan_max(std::span<const float> logits, simd_level level);
+
+struct weight_sum {
+    double total = 0.0;
+    std::size_t positive = 0;  // tokens with weight > 0
+};
+/// weights[i] = exp((logits[i] - max) * inv_t); block_sums[b] = sum of block b.
+weight_sum exp_weights(std::span<const float> logits, float max, float inv_t, std::span<float> weights,
+                       std::span<float> block_sums, simd_level level);
+/// Sum of exp((logits[i] - max) * inv_t) with nothing stored (logprob normaliser).
+double exp_sum(std::span<const float> logits, float max, float inv_t, simd_level level);
+
+/// First index i >= from with logits[i] > threshold, or logits.size().
+std::size_t next_above(std::span<const float> logits, std::size_t from, float threshold, simd_level level);
+
+/// Keep rule of the dense path: token i stays iff w >= w_min and (w, -i) >= (w_cut, -i_cut)
+/// lexicographically (the top-p cutoff; pass w_cut = 0, i_cut = n for none). Others are set
+/// to 0. Refreshes block_sums; returns the kept mass and count.
+weight_sum apply_keep_rule(std::span<float> weights, float w_min, float w_cut, std::size_t i_cut,
+                           std::span<float> block_sums, simd_level level);
+
+}  // namespace calserve::model::kernels

@@ -1,0 +1,138 @@
+// Partial selection: threshold-scan top-k and the radix cutoff (see the header).
+#include "model/sampling_select.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "model/sampling_kernels.hpp"
+
+namespace calserve::model::select {
+
+namespace {
+constexpr auto by_better = [](const candidate& a, const candidate& b) { return better(a, b); };
+}  // namespace
+
+void select_top(std::span<const float> logits, std::size_t k, std::vector<candidate>& out, simd_level level) {
+    out.clear();
+    if (k == 0) return;
+    const std::size_t n = logits.size();
+    const std::size_t cap = std::max(2 * k, k + 64);
+    out.reserve(cap);
+    float threshold = -std::numeric_limits<float>::infinity();
+    std::size_t i = kernels::next_above(logits, 0, threshold, level);
+    while (i < n) {
+        out.push_back({logits[i], static_cast<std::int32_t>(i)});
+        if (out.size() == cap) {
+            // Later tokens have higher ids, so one equal to the k-th value loses: strict '>'.
+            std::nth_element(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(k - 1), out.end(), by_better);
+            out.resize(k);
+            threshold = out[k - 1].value;
+        }
+        i = kernels::next_above(logits, i + 1, threshold, level);
+    }
+    if (out.size() > k) {
+        std::nth_element(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(k), out.end(), by_better);
+        out.resize(k);
+    }
+    std::sort(out.begin(), out.end(), by_better);
+}
+
+namespace {
+
+// Digits of a non-negative float's bits: exponent (8 bits, 256 buckets; eight
+// interleaved tables of doubles stay in L1), then 11 and 12 mantissa bits over the
+// ever shorter boundary lists.
+struct level_spec {
+    int shift;
+    std::uint32_t mask;
+    std::size_t buckets;
+    std::size_t tables;  // a power of two
+};
+constexpr level_spec levels[3] = {{23, 0xff, 256, 8}, {12, 0x7ff, 2048, 1}, {0, 0xfff, 4096, 1}};
+
+std::uint32_t key_of(float w) { return std::bit_cast<std::uint32_t>(w); }
+
+// Histogram of one digit over the whole vocabulary (list == nullptr) or a list of
+// token ids; interleaved tables break the store-to-load chains on hot buckets.
+void histogram(std::span<const float> w, const std::vector<std::uint32_t>* list, level_spec spec, measure by,
+               std::vector<double>& hist) {
+    hist.assign(spec.tables * spec.buckets, 0.0);
+    const std::size_t len = list != nullptr ? list->size() : w.size();
+    for (std::size_t j = 0; j < len; ++j) {
+        const std::uint32_t i = list != nullptr ? (*list)[j] : static_cast<std::uint32_t>(j);
+        const std::uint32_t digit = (key_of(w[i]) >> spec.shift) & spec.mask;
+        hist[(j & (spec.tables - 1)) * spec.buckets + digit] += by == measure::mass ? static_cast<double>(w[i]) : 1.0;
+    }
+}
+
+// Highest-first walk: the digit where the running total reaches `target`, adding the
+// mass above it to `above`; -1 when the whole histogram stays short of the target.
+int boundary_digit(const std::vector<double>& hist, level_spec spec, double target, double& above) {
+    for (std::size_t d = spec.buckets; d-- > 0;) {
+        double h = 0.0;
+        for (std::size_t t = 0; t < spec.tables; ++t) h += hist[t * spec.buckets + d];
+        if (above + h >= target) return static_cast<int>(d);
+        above += h;
+    }
+    return -1;
+}
+
+// Keeps the tokens of one digit; returns true when they all share one weight (then
+// the lower digits need no histogram: a frequent case with quantised logits).
+bool compact(std::span<const float> w, const std::vector<std::uint32_t>* list, level_spec spec, std::uint32_t digit,
+             std::vector<std::uint32_t>& out) {
+    out.clear();
+    const auto matches = [&](std::uint32_t i) { return ((key_of(w[i]) >> spec.shift) & spec.mask) == digit; };
+    if (list != nullptr) {
+        for (const std::uint32_t i : *list) {
+            if (matches(i)) out.push_back(i);
+        }
+    } else {
+        // Whole vocabulary: eight tokens to a bit mask without branches, then only the
+        // (rare) set bits branch.
+        const std::size_t n = w.size();
+        std::size_t j = 0;
+        for (; j + 8 <= n; j += 8) {
+            unsigned mask = 0;
+            for (unsigned t = 0; t < 8; ++t) mask |= static_cast<unsigned>(matches(static_cast<std::uint32_t>(j + t))) << t;
+            for (; mask != 0; mask &= mask - 1) out.push_back(static_cast<std::uint32_t>(j) + std::countr_zero(mask));
+        }
+        for (; j < n; ++j) {
+            if (matches(static_cast<std::uint32_t>(j))) out.push_back(static_cast<std::uint32_t>(j));
+        }
+    }
+    const std::uint32_t first = out.empty() ? 0 : key_of(w[out.front()]);
+    return std::all_of(out.begin(), out.end(), [&](std::uint32_t i) { return key_of(w[i]) == first; });
+}
+
+}  // namespace
+
+cutoff radix_cutoff(std::span<const float> weights, double target, measure by, radix_scratch& scratch) {
+    const std::size_t n = weights.size();
+    if (n == 0) return keep_all(0);
+    target = std::max(target, std::numeric_limits<double>::min());  // at least the best token
+    double above = 0.0;
+    const std::vector<std::uint32_t>* source = nullptr;
+    std::vector<std::uint32_t>* sink = &scratch.list_a;
+    for (const level_spec& spec : levels) {
+        histogram(weights, source, spec, by, scratch.hist);
+        const int digit = boundary_digit(scratch.hist, spec, target, above);
+        if (digit < 0) return keep_all(n);
+        const bool uniform = compact(weights, source, spec, static_cast<std::uint32_t>(digit), *sink);
+        source = sink;
+        sink = sink == &scratch.list_a ? &scratch.list_b : &scratch.list_a;
+        if (uniform) break;
+    }
+    // All remaining tokens share one weight and are in ascending token order: the cut
+    // is the c-th of them, c = ceil(missing / unit).
+    if (source->empty()) return keep_all(n);
+    const float w = weights[source->front()];
+    const double unit = by == measure::mass ? static_cast<double>(w) : 1.0;
+    const double need = std::ceil((target - above) / unit);
+    const std::size_t c = need <= 1.0 ? 1 : std::min(source->size(), static_cast<std::size_t>(need));
+    return {w, (*source)[c - 1]};
+}
+
+}  // namespace calserve::model::select

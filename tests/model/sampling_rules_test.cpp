@@ -1,0 +1,253 @@
+// Exact rules of the sampler: top-p prefixes (table), min-p, greedy ties, penalties and
+// logit_bias through the reported logprobs, BF16 input, radix cutoffs, errors.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "model/sampling_select.hpp"
+#include "sampling_reference.hpp"
+
+using namespace calserve;
+using namespace calserve::model;
+
+namespace {
+
+std::vector<float> logits_of(const std::vector<double>& probs) {
+    std::vector<float> l;
+    for (const double p : probs) l.push_back(static_cast<float>(std::log(p)));
+    return l;
+}
+
+struct outcome {
+    std::size_t support = 0;
+    std::set<std::int32_t> drawn;
+};
+
+outcome run(const std::vector<float>& logits, const sampling_params& sp, int draws = 400, std::uint64_t seed = 3) {
+    sampler smp;
+    request_rng rng(seed);
+    outcome o;
+    for (int i = 0; i < draws; ++i) {
+        auto r = smp.sample(std::span<const float>(logits), sp, {}, rng);
+        REQUIRE(r.ok());
+        o.support = r->support;
+        o.drawn.insert(r->token);
+    }
+    return o;
+}
+
+}  // namespace
+
+TEST_CASE("top-p keeps the smallest prefix whose mass reaches p", "[sampling][top_p]") {
+    struct row {
+        std::vector<double> probs;
+        float top_p;
+        int top_k;
+        std::set<std::int32_t> kept;
+    };
+    const std::vector<row> table = {
+        {{0.5, 0.3, 0.2}, 0.5f, 0, {0}},
+        {{0.5, 0.3, 0.2}, 0.79f, 0, {0, 1}},
+        {{0.5, 0.3, 0.2}, 0.8f, 0, {0, 1}},  // exactly reached: no spill to a third token
+        {{0.5, 0.3, 0.2}, 0.81f, 0, {0, 1, 2}},
+        {{0.5, 0.3, 0.2}, 1.0f, 0, {0, 1, 2}},
+        {{0.1, 0.6, 0.3}, 0.65f, 0, {1, 2}},
+        {{0.25, 0.25, 0.25, 0.25}, 0.5f, 0, {0, 1}},  // ties: lower ids first
+        {{0.2, 0.2, 0.2, 0.2, 0.2}, 0.3f, 0, {0, 1}},
+        {{0.4, 0.3, 0.2, 0.1}, 0.5f, 2, {0}},  // top-k first: {4/7, 3/7}
+        {{0.4, 0.3, 0.2, 0.1}, 0.6f, 2, {0, 1}},
+        {{0.05, 0.05, 0.7, 0.2}, 0.69f, 0, {2}},
+        {{0.05, 0.05, 0.7, 0.2}, 0.91f, 0, {0, 2, 3}},
+    };
+    for (const row& r : table) {
+        sampling_params sp;
+        sp.top_p = r.top_p;
+        sp.top_k = r.top_k;
+        const auto o = run(logits_of(r.probs), sp);
+        INFO("top_p " << r.top_p << " top_k " << r.top_k << " first prob " << r.probs[0]);
+        CHECK(o.support == r.kept.size());
+        CHECK(o.drawn == r.kept);
+    }
+}
+
+TEST_CASE("min-p keeps tokens with p >= min_p * p_max", "[sampling][min_p]") {
+    const auto logits = logits_of({0.5, 0.25, 0.15, 0.1});
+    for (const auto& [mp, kept] : std::vector<std::pair<float, std::set<std::int32_t>>>{
+             {0.1f, {0, 1, 2, 3}}, {0.29f, {0, 1, 2}}, {0.35f, {0, 1}}, {0.9f, {0}}, {1.0f, {0}}}) {
+        sampling_params sp;
+        sp.min_p = mp;
+        const auto o = run(logits, sp);
+        INFO("min_p " << mp);
+        CHECK(o.support == kept.size());
+        CHECK(o.drawn == kept);
+    }
+}
+
+TEST_CASE("greedy picks the lowest index among ties, on every path", "[sampling][greedy]") {
+    const std::vector<float> logits = {0.5f, 3.0f, -1.0f, 3.0f, 3.0f, 2.9f};
+    std::vector<bf16> as_bf16(logits.size());
+    f32_to_bf16(logits, as_bf16);
+    sampler smp;
+    request_rng rng(1);
+    const auto before = rng.state();
+    sampling_params sp;
+    sp.temperature = 0.0f;
+    REQUIRE(smp.sample(std::span<const float>(logits), sp, {}, rng)->token == 1);
+    REQUIRE(smp.sample(std::span<const bf16>(as_bf16), sp, {}, rng)->token == 1);
+    sp.logprobs = true;  // the non-fused path
+    REQUIRE(smp.sample(std::span<const float>(logits), sp, {}, rng)->token == 1);
+    sp.logit_bias = {{1, -0.5f}};  // now 3 and 4 tie: 3 wins
+    REQUIRE(smp.sample(std::span<const bf16>(as_bf16), sp, {}, rng)->token == 3);
+    REQUIRE(rng.state() == before);  // greedy draws nothing
+}
+
+TEST_CASE("penalties and logit_bias are exact (seen through the logprobs)", "[sampling][penalties]") {
+    const std::vector<float> logits = {1.0f, -1.0f, 2.0f, 0.5f, -0.5f, 3.0f, 0.0f, 1.5f};
+    sampling_params sp;
+    sp.temperature = 0.0f;
+    sp.logprobs = true;
+    sp.top_logprobs = 8;
+    sp.logit_bias = {{3, 2.0f}, {6, -100.0f}};
+    sp.repetition_penalty = 1.5f;
+    sp.frequency_penalty = 0.25f;
+    sp.presence_penalty = 0.5f;
+    const std::vector<std::int32_t> prompt = {0, 1, 1};
+    const std::vector<std::int32_t> generated = {2, 2, 4};
+    // By hand: 0: 1/1.5; 1: -1*1.5; 2: 2/1.5 - 2*0.25 - 0.5; 3: 0.5+2; 4: -0.5*1.5 - 0.25 - 0.5;
+    // 5: 3; 6: -100; 7: 1.5.
+    const std::vector<double> expected_l = {1.0 / 1.5, -1.5, 2.0 / 1.5 - 1.0, 2.5, -1.5, 3.0, -100.0, 1.5};
+    const auto reference_l = test::penalised(logits, sp, prompt, generated);
+    for (std::size_t i = 0; i < expected_l.size(); ++i) REQUIRE(reference_l[i] == Approx(expected_l[i]));
+    double z = 0;
+    for (const double l : expected_l) z += std::exp(l - 3.0);
+    const double log_z = std::log(z) + 3.0;
+    sampler smp;
+    request_rng rng(5);
+    auto r = smp.sample(std::span<const float>(logits), sp, {prompt, generated}, rng);
+    REQUIRE(r.ok());
+    REQUIRE(r->token == 5);
+    CHECK(r->logprob == Approx(3.0 - log_z).margin(1e-5));
+    REQUIRE(r->top_count == 8);
+    const std::int32_t order[] = {5, 3, 7, 0, 2, 1, 4, 6};  // 1 and 4 tie at -1.5: lower id first
+    for (std::size_t j = 0; j < 8; ++j) {
+        CHECK(r->top[j].token == order[j]);
+        CHECK(r->top[j].logprob == Approx(expected_l[static_cast<std::size_t>(order[j])] - log_z).margin(1e-4));
+    }
+    // The same state must be left clean: a step without history sees the raw logits.
+    sampling_params plain;
+    plain.temperature = 0.0f;
+    plain.top_logprobs = 2;
+    auto clean = smp.sample(std::span<const float>(logits), plain, {}, rng);
+    REQUIRE(clean->top[1].token == 2);
+}
+
+TEST_CASE("logprobs follow the temperature-scaled distribution before truncation", "[sampling][logprobs]") {
+    const std::vector<float> logits = {0.3f, 1.7f, -0.4f, 1.1f};
+    sampling_params sp;
+    sp.temperature = 0.5f;
+    sp.top_k = 2;
+    sp.logprobs = true;
+    sp.top_logprobs = 3;
+    double z = 0;
+    for (const float l : logits) z += std::exp(static_cast<double>(l) / 0.5);
+    sampler smp;
+    request_rng rng(8);
+    for (int i = 0; i < 50; ++i) {
+        auto r = smp.sample(std::span<const float>(logits), sp, {}, rng);
+        REQUIRE(r.ok());
+        REQUIRE((r->token == 1 || r->token == 3));
+        CHECK(r->logprob == Approx(logits[static_cast<std::size_t>(r->token)] / 0.5 - std::log(z)).margin(1e-5));
+        REQUIRE(r->top_count == 3);
+        CHECK(r->top[2].token == 0);
+        CHECK(r->top[2].logprob == Approx(0.3 / 0.5 - std::log(z)).margin(1e-5));
+    }
+}
+
+TEST_CASE("BF16 input samples exactly like its FP32 conversion", "[sampling][bf16]") {
+    std::mt19937 gen(4);
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    std::vector<bf16> raw(3000);
+    for (auto& x : raw) x = f32_to_bf16(normal(gen));
+    std::vector<float> converted(raw.size());
+    bf16_to_f32(raw, converted);
+    sampling_params sp;
+    sp.temperature = 0.8f;
+    sp.top_p = 0.9f;
+    sp.repetition_penalty = 1.1f;
+    const std::vector<std::int32_t> generated = {5, 6, 7};
+    sampler a, b;
+    request_rng ra(77), rb(77);
+    for (int i = 0; i < 100; ++i) {
+        const auto x = a.sample(std::span<const bf16>(raw), sp, {{}, generated}, ra);
+        const auto y = b.sample(std::span<const float>(converted), sp, {{}, generated}, rb);
+        REQUIRE(x->token == y->token);
+    }
+}
+
+TEST_CASE("radix cutoff: large flat nucleus and ties cut by token id", "[sampling][radix]") {
+    const std::size_t vocab = 30000;
+    std::vector<float> logits(vocab);
+    for (std::size_t i = 0; i < vocab; ++i) logits[i] = 0.1f * static_cast<float>(i % 7);
+    sampling_params sp;
+    sp.top_p = 0.5f;
+    const auto expected = test::reference_distribution(test::penalised(logits, sp, {}, {}), sp);
+    std::size_t expected_support = 0;
+    for (const double p : expected) expected_support += p > 0 ? 1 : 0;
+    REQUIRE(expected_support > select::keep_all(0).index + 4096);  // past the candidate lists: radix
+    const auto o = run(logits, sp, 300);
+    CHECK(o.support == expected_support);
+    // Boundary-value tokens are kept by lowest id: any token drawn must be inside the cut.
+    for (const auto t : o.drawn) REQUIRE(expected[static_cast<std::size_t>(t)] > 0);
+    // Large top-k goes through the count cutoff: exactly k tokens stay.
+    sampling_params k_big;
+    k_big.top_k = 10000;
+    CHECK(run(logits, k_big, 50).support == 10000);
+}
+
+TEST_CASE("radix_cutoff finds the prefix by mass and by count", "[sampling][radix]") {
+    std::vector<float> w = {0.5f, 0.25f, 0.25f, 1.0f, 0.125f, 0.25f};
+    select::radix_scratch scratch;
+    // order: 3 (1.0), 0 (0.5), 1, 2, 5 (0.25 each), 4
+    auto c = select::radix_cutoff(w, 1.5, select::measure::mass, scratch);
+    CHECK(c.index == 0);
+    c = select::radix_cutoff(w, 1.6, select::measure::mass, scratch);
+    CHECK(c.index == 1);
+    c = select::radix_cutoff(w, 2.0, select::measure::mass, scratch);
+    CHECK(c.index == 2);
+    c = select::radix_cutoff(w, 4.0, select::measure::count, scratch);
+    CHECK((c.weight == 0.25f && c.index == 2));
+    c = select::radix_cutoff(w, 99.0, select::measure::mass, scratch);
+    CHECK(c.index == w.size());  // keep all
+}
+
+TEST_CASE("invalid parameters, ids and logits are errors, not crashes", "[sampling][errors]") {
+    std::vector<float> logits = {0.0f, 1.0f, 2.0f};
+    sampler smp;
+    request_rng rng(1);
+    const auto code = [&](const sampling_params& sp, token_history h = {}) {
+        return smp.sample(std::span<const float>(logits), sp, h, rng).code();
+    };
+    sampling_params sp;
+    sp.temperature = -1.0f;
+    CHECK(code(sp) == status::invalid_argument);
+    sp = {};
+    sp.top_p = 0.0f;
+    CHECK(code(sp) == status::invalid_argument);
+    sp = {};
+    sp.top_logprobs = 21;
+    CHECK(code(sp) == status::invalid_argument);
+    sp = {};
+    sp.logit_bias = {{3, 1.0f}};
+    CHECK(code(sp) == status::invalid_argument);
+    sp = {};
+    const std::vector<std::int32_t> bad_history = {0, 9};
+    CHECK(code(sp, {{}, bad_history}) == status::invalid_argument);
+    sp.logit_bias = {{0, -INFINITY}, {1, -INFINITY}, {2, -INFINITY}};
+    CHECK(code(sp) == status::invalid_argument);  // everything masked
+    sp = {};
+    logits[1] = NAN;
+    CHECK(code(sp) == status::logits_nan);
+    CHECK(smp.sample(std::span<const float>{}, sp, {}, rng).code() == status::invalid_argument);
+}
