@@ -45,6 +45,16 @@ TEST_CASE("pack tiny-moe-2chip: 67 files, typed package, validates clean") {
     CHECK(p->kv.bytes_total == p->kv.bytes_per_token_total() * 4096);
     CHECK(fs::exists(p->reference_model_dir / "config.json"));
     CHECK(p->chips[0].param_bytes == fs::file_size(dir / "param_blk0.bin"));
+    for (const auto& f : p->params) {  // segments tile each block, SRAM last
+        REQUIRE_FALSE(f.segments.empty());
+        std::uint64_t next = 0;
+        for (const auto& s : f.segments) {
+            CHECK(s.file_offset == next);
+            next += s.size;
+        }
+        CHECK(next == f.size_bytes);
+        CHECK(f.segments.back().kind == mp::param_segment::memory::sram);
+    }
 
     auto r = mp::validate_package(dir, {});
     REQUIRE(r.ok());
