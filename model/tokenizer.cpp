@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "model/tokenizer_cache.hpp"
 #include "model/tokenizer_data.hpp"
 
 namespace calserve::model {
@@ -43,16 +44,33 @@ std::string_view trim_js_whitespace(std::string_view s, bool left, bool right) {
 struct encoder {
     const tokenizer_data& d;
     std::vector<token_id>& out;
+    detail::word_cache& cache;
+
+    void word(std::string_view w) {
+        if (w.size() == 1) {
+            out.push_back(d.merges.byte_ids[static_cast<std::uint8_t>(w[0])]);
+            return;
+        }
+        if (w.size() > detail::word_cache::max_word) {
+            d.merges.encode_word(w, out);
+            return;
+        }
+        std::uint64_t hash = std::hash<std::string_view>{}(w);
+        if (cache.lookup(w, hash, out)) return;
+        std::size_t first = out.size();
+        d.merges.encode_word(w, out);
+        cache.store(w, hash, std::span<const token_id>(out).subspan(first));
+    }
 
     void_result split_and_merge(std::string_view text, std::size_t step) {
         if (step == d.splits.size()) {
-            d.merges.encode_word(text, out);
+            word(text);
             return {};
         }
         void_result nested;
         auto r = d.splits[step]->split(text, [&](std::string_view piece) {
             if (step + 1 == d.splits.size()) {
-                d.merges.encode_word(piece, out);
+                word(piece);
             } else if (nested) {
                 nested = split_and_merge(piece, step + 1);
             }
@@ -93,7 +111,7 @@ result<std::vector<token_id>> tokenizer::encode(std::string_view text) const {
     const tokenizer_data& d = *data_;
     std::vector<token_id> ids;
     ids.reserve(text.size() / 3 + 4);
-    encoder enc{d, ids};
+    encoder enc{d, ids, detail::thread_word_cache(d.generation)};
     // Added tokens are cut out first; the text between them goes through the
     // normaliser, the pre-tokenizer and BPE. An added token with lstrip/rstrip
     // eats the whitespace next to it (as transformers.js does).

@@ -8,7 +8,7 @@ namespace calserve::model::detail {
 
 bpe_merges::bpe_merges(std::size_t expected_merges) {
     std::size_t cap = 16;
-    while (cap < expected_merges * 2) cap *= 2;
+    while (cap < expected_merges + expected_merges / 2) cap *= 2;  // load <= 2/3
     slots_.assign(cap, slot{empty_key, {0, 0}});
     shift_ = 64 - static_cast<unsigned>(__builtin_ctzll(cap));
 }
@@ -28,7 +28,7 @@ void bpe_merges::grow() {
 }
 
 void bpe_merges::add(token_id left, token_id right, token_id merged, std::int32_t rank) {
-    if ((size_ + 1) * 2 > slots_.size()) grow();
+    if ((size_ + 1) * 4 > slots_.size() * 3) grow();
     std::uint64_t key = key_of(left, right);
     std::size_t i = index_of(key);
     while (slots_[i].key != empty_key) {

@@ -52,6 +52,7 @@ struct tokenizer_data {
     std::vector<std::unique_ptr<split_regex>> splits;  // applied in order, Isolated
     bpe_merges merges;
 
+    std::uint64_t generation = 0;  // unique per load; keys the per-thread word caches
     std::vector<token_id> eos_ids;
     std::int64_t model_max_length = 0;
     bool chatml_template = false;  // tokenizer_config's chat_template is ChatML

@@ -2,6 +2,7 @@
 // rejection names the file and the field, so a wrong or exotic tokenizer is
 // diagnosed at load instead of producing wrong ids later.
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -297,7 +298,9 @@ result<std::unique_ptr<tokenizer_data>> load_tokenizer_data(const std::filesyste
     auto root = read_json(dir / "tokenizer.json");
     if (!root) return root.error();
     if (!root->is_object()) return bad("not a JSON object");
+    static std::atomic<std::uint64_t> generations{0};
     auto d = std::make_unique<tokenizer_data>();
+    d->generation = ++generations;
     const json::object& o = root->as_object();
     for (auto step : {load_model, load_added_tokens, load_normalizer, load_pre_tokenizer}) {
         if (auto r = step(o, *d); !r) return r.error();
