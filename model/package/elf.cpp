@@ -91,7 +91,7 @@ result<elf_info> parse_elf(std::string_view in) {
         const std::size_t at = shoff + i * k_shdr;
         secs[i] = {get_at<std::uint32_t>(in, at), get_at<std::uint32_t>(in, at + 4), get_at<std::uint64_t>(in, at + 24),
                    get_at<std::uint64_t>(in, at + 32)};
-        if (secs[i].type != 0 && (secs[i].offset > in.size() || secs[i].size > in.size() - secs[i].offset))
+        if (secs[i].offset > in.size() || secs[i].size > in.size() - secs[i].offset)
             return bad("section " + std::to_string(i) + " out of bounds");
     }
     const auto names = in.substr(secs[shstrndx].offset, secs[shstrndx].size);

@@ -123,3 +123,24 @@ TEST_CASE("validator: missing directory or manifest is unusable input, not a fin
     auto empty = calserve::test::scratch_dir("pkg-empty");
     CHECK(mp::validate_package(empty, {}).code() == calserve::status::not_found);
 }
+
+TEST_CASE("gate E: a device too small for the package fails capacity, per chip") {
+    const auto dir = tp::pack_preset("tiny-moe-2chip", "pkg-small-device");
+    mp::validate_options o;
+    o.limits.dram_bytes_per_chip = 64ull << 20;  // below params + KV + workspace + 256 MiB guard
+    auto r = mp::validate_package(dir, o);
+    REQUIRE(r.ok());
+    CHECK(r->status == "fail");
+    CHECK(r->has("E_CAPACITY_EXCEEDED"));
+    CHECK_FALSE(r->has("E_RESERVATION_EXCEEDS_DEVICE"));
+    o.limits.dram_bytes_per_chip = 16ull << 20;  // smaller than the DRAM reservation itself
+    r = mp::validate_package(dir, o);
+    REQUIRE(r.ok());
+    CHECK(r->has("E_RESERVATION_EXCEEDS_DEVICE"));
+    o.limits.guard_bytes = 0;
+    o.limits.dram_bytes_per_chip = 1ull << 30;
+    r = mp::validate_package(dir, o);
+    REQUIRE(r.ok());
+    CHECK(r->status == "pass");
+    tp::remove_scratch(dir);
+}

@@ -1,5 +1,6 @@
 // calserve pack + load_package: the typed struct, the layout and the parsers' round trips.
 #include <catch2/catch.hpp>
+#include <cstring>
 
 #include "model/package/commands.hpp"
 #include "model/package/gguf.hpp"
@@ -113,6 +114,13 @@ TEST_CASE("manifest, op map, command and binary forms round-trip") {
     auto elf = mp::parse_elf(mp::make_elf(mp::k_em_x86_64, mp::k_et_dyn, 1, 100, {"Process"}));
     REQUIRE(elf.ok());
     CHECK(elf->exports == std::vector<std::string>{"Process"});
+    // Fuzzer regression: a section of type 0 with an offset past the file.
+    auto bad = mp::make_elf(mp::k_em_riscv, mp::k_et_exec, 1, 64, {});
+    const std::uint64_t shoff = *reinterpret_cast<const std::uint64_t*>(bad.data() + 40);
+    const std::uint64_t far = 3ull << 32;
+    std::memset(bad.data() + shoff + 3 * 64 + 4, 0, 4);           // sh_type = 0
+    std::memcpy(bad.data() + shoff + 3 * 64 + 24, &far, sizeof far);  // sh_offset
+    CHECK_FALSE(mp::parse_elf(bad).ok());
     auto gguf = mp::parse_gguf(mp::write_vocab_gguf("qwen3", "x", {"a", "b", "c"}));
     REQUIRE(gguf.ok());
     CHECK(gguf->token_count == 3);
