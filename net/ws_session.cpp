@@ -268,7 +268,13 @@ asio::awaitable<void> run_websocket(std::shared_ptr<http_server::impl> srv, std:
         });
     });
     s.channel = std::make_shared<stream_channel>(exec, srv->options.write_queue);
-    s.ws->set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+    // Pings on an idle socket; a peer that stops reading stops answering them and is
+    // closed after the idle timeout, which ends a write blocked on a silent client.
+    websocket::stream_base::timeout limits{};
+    limits.handshake_timeout = srv->options.write_timeout;
+    limits.idle_timeout = std::max<std::chrono::seconds>(srv->options.idle_timeout, std::chrono::seconds(10));
+    limits.keep_alive_pings = true;
+    s.ws->set_option(limits);
     s.ws->read_message_max(srv->options.max_body_bytes);
     s.ws->text(true);
     auto [ec] = co_await s.ws->async_accept(req, asio::as_tuple(use_awaitable));
