@@ -205,7 +205,8 @@ void sampler::sample_dense(const sampling_params& params, float max, float inv_t
     total_all = sum.total;
     const bool top_k_on = params.top_k > 0 && static_cast<std::size_t>(params.top_k) < n;
     if (top_k_on) {
-        const auto cut = select::radix_cutoff(weights_, static_cast<double>(params.top_k), select::measure::count, radix_);
+        const auto cut =
+            select::radix_cutoff(weights_, static_cast<double>(params.top_k), select::measure::count, radix_, level_);
         sum = kernels::apply_keep_rule(weights_, 0.0f, cut.weight, cut.index, blocks_, level_);
     }
     select::cutoff cut = select::keep_all(n);
@@ -215,7 +216,7 @@ void sampler::sample_dense(const sampling_params& params, float max, float inv_t
             draw_from_sorted(top_, target, params.min_p, u, out);
             return;
         }
-        cut = select::radix_cutoff(weights_, target, select::measure::mass, radix_);
+        cut = select::radix_cutoff(weights_, target, select::measure::mass, radix_, level_);
     }
     if (params.top_p < 1.0f || params.min_p > 0.0f) {
         sum = kernels::apply_keep_rule(weights_, params.min_p, cut.weight, cut.index, blocks_, level_);

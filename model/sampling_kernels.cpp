@@ -4,6 +4,7 @@
 
 #include <immintrin.h>
 
+#include <cstring>
 #include <limits>
 
 #include "config/invariant.hpp"
@@ -72,6 +73,16 @@ CALSERVE_BASELINE_ISA weight_sum apply_keep_rule_scalar(float* w, std::size_t n,
         out.total += sum;
     }
     return out;
+}
+
+// Shared by both paths for the last partial vector (plain C++, no vector ISA needed).
+void collect_digit_tail(const float* w, std::size_t from, std::size_t n, int shift, std::uint32_t mask,
+                        std::uint32_t digit, std::vector<std::uint32_t>& out) {
+    for (std::size_t i = from; i < n; ++i) {
+        std::uint32_t key;
+        std::memcpy(&key, w + i, sizeof key);
+        if (((key >> shift) & mask) == digit) out.push_back(static_cast<std::uint32_t>(i));
+    }
 }
 
 // ---- AVX2 ------------------------------------------------------------------------
@@ -225,6 +236,21 @@ CALSERVE_AVX2_ISA weight_sum apply_keep_rule_avx2(float* w, std::size_t n, float
     return out;
 }
 
+CALSERVE_AVX2_ISA void collect_digit_avx2(const float* w, std::size_t n, int shift, std::uint32_t mask,
+                                          std::uint32_t digit, std::vector<std::uint32_t>& out) {
+    const __m128i count = _mm_cvtsi32_si128(shift);
+    const __m256i vmask = _mm256_set1_epi32(static_cast<int>(mask));
+    const __m256i vdigit = _mm256_set1_epi32(static_cast<int>(digit));
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i keys = _mm256_castps_si256(_mm256_loadu_ps(w + i));
+        const __m256i d = _mm256_and_si256(_mm256_srl_epi32(keys, count), vmask);
+        auto bits = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(d, vdigit))));
+        for (; bits != 0; bits &= bits - 1) out.push_back(static_cast<std::uint32_t>(i) + static_cast<std::uint32_t>(__builtin_ctz(bits)));
+    }
+    collect_digit_tail(w, i, n, shift, mask, digit, out);
+}
+
 }  // namespace
 
 max_scan scan_max(std::span<const float> logits, simd_level level) {
@@ -251,6 +277,16 @@ std::size_t next_above(std::span<const float> logits, std::size_t from, float th
     if (from >= logits.size()) return logits.size();
     return usable_simd_level(level) == simd_level::avx2 ? next_above_avx2(logits.data(), logits.size(), from, threshold)
                                                         : next_above_scalar(logits.data(), logits.size(), from, threshold);
+}
+
+void collect_digit(std::span<const float> weights, int shift, std::uint32_t mask, std::uint32_t digit,
+                   std::vector<std::uint32_t>& out, simd_level level) {
+    out.clear();
+    if (usable_simd_level(level) == simd_level::avx2) {
+        collect_digit_avx2(weights.data(), weights.size(), shift, mask, digit, out);
+    } else {
+        collect_digit_tail(weights.data(), 0, weights.size(), shift, mask, digit, out);
+    }
 }
 
 weight_sum apply_keep_rule(std::span<float> weights, float w_min, float w_cut, std::size_t i_cut,

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "model/bf16.hpp"
 
@@ -42,6 +43,11 @@ double exp_sum(std::span<const float> logits, float max, float inv_t, simd_level
 
 /// First index i >= from with logits[i] > threshold, or logits.size().
 std::size_t next_above(std::span<const float> logits, std::size_t from, float threshold, simd_level level);
+
+/// Appends to `out` (cleared first) every i with ((bits(w[i]) >> shift) & mask) == digit,
+/// in ascending order: the radix cutoff's pass over the whole vocabulary.
+void collect_digit(std::span<const float> weights, int shift, std::uint32_t mask, std::uint32_t digit,
+                   std::vector<std::uint32_t>& out, simd_level level);
 
 /// Keep rule of the dense path: token i stays iff w >= w_min and (w, -i) >= (w_cut, -i_cut)
 /// lexicographically (the top-p cutoff; pass w_cut = 0, i_cut = n for none). Others are set

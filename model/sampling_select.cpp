@@ -56,8 +56,30 @@ std::uint32_t key_of(float w) { return std::bit_cast<std::uint32_t>(w); }
 
 // Histogram of one digit over the whole vocabulary (list == nullptr) or a list of
 // token ids; interleaved tables break the store-to-load chains on hot buckets.
+// The first level over the whole vocabulary by mass, with compile-time geometry: the
+// hot loop of a flat top-p (load, shift, one add into one of eight tables).
+void exponent_histogram(std::span<const float> w, std::vector<double>& hist) {
+    constexpr level_spec spec = levels[0];
+    hist.assign(spec.tables * spec.buckets, 0.0);
+    double* h = hist.data();
+    const float* p = w.data();
+    const std::size_t n = w.size();
+    std::size_t j = 0;
+    for (; j + spec.tables <= n; j += spec.tables) {
+        for (std::size_t t = 0; t < spec.tables; ++t) {
+            const std::uint32_t digit = key_of(p[j + t]) >> spec.shift;
+            h[t * spec.buckets + digit] += static_cast<double>(p[j + t]);
+        }
+    }
+    for (; j < n; ++j) h[key_of(p[j]) >> spec.shift] += static_cast<double>(p[j]);
+}
+
 void histogram(std::span<const float> w, const std::vector<std::uint32_t>* list, level_spec spec, measure by,
                std::vector<double>& hist) {
+    if (list == nullptr && by == measure::mass && spec.shift == levels[0].shift) {
+        exponent_histogram(w, hist);
+        return;
+    }
     hist.assign(spec.tables * spec.buckets, 0.0);
     const std::size_t len = list != nullptr ? list->size() : w.size();
     for (std::size_t j = 0; j < len; ++j) {
@@ -82,7 +104,7 @@ int boundary_digit(const std::vector<double>& hist, level_spec spec, double targ
 // Keeps the tokens of one digit; returns true when they all share one weight (then
 // the lower digits need no histogram: a frequent case with quantised logits).
 bool compact(std::span<const float> w, const std::vector<std::uint32_t>* list, level_spec spec, std::uint32_t digit,
-             std::vector<std::uint32_t>& out) {
+             std::vector<std::uint32_t>& out, simd_level level) {
     out.clear();
     const auto matches = [&](std::uint32_t i) { return ((key_of(w[i]) >> spec.shift) & spec.mask) == digit; };
     if (list != nullptr) {
@@ -90,18 +112,7 @@ bool compact(std::span<const float> w, const std::vector<std::uint32_t>* list, l
             if (matches(i)) out.push_back(i);
         }
     } else {
-        // Whole vocabulary: eight tokens to a bit mask without branches, then only the
-        // (rare) set bits branch.
-        const std::size_t n = w.size();
-        std::size_t j = 0;
-        for (; j + 8 <= n; j += 8) {
-            unsigned mask = 0;
-            for (unsigned t = 0; t < 8; ++t) mask |= static_cast<unsigned>(matches(static_cast<std::uint32_t>(j + t))) << t;
-            for (; mask != 0; mask &= mask - 1) out.push_back(static_cast<std::uint32_t>(j) + std::countr_zero(mask));
-        }
-        for (; j < n; ++j) {
-            if (matches(static_cast<std::uint32_t>(j))) out.push_back(static_cast<std::uint32_t>(j));
-        }
+        kernels::collect_digit(w, spec.shift, spec.mask, digit, out, level);
     }
     const std::uint32_t first = out.empty() ? 0 : key_of(w[out.front()]);
     return std::all_of(out.begin(), out.end(), [&](std::uint32_t i) { return key_of(w[i]) == first; });
@@ -109,7 +120,8 @@ bool compact(std::span<const float> w, const std::vector<std::uint32_t>* list, l
 
 }  // namespace
 
-cutoff radix_cutoff(std::span<const float> weights, double target, measure by, radix_scratch& scratch) {
+cutoff radix_cutoff(std::span<const float> weights, double target, measure by, radix_scratch& scratch,
+                    simd_level level) {
     const std::size_t n = weights.size();
     if (n == 0) return keep_all(0);
     target = std::max(target, std::numeric_limits<double>::min());  // at least the best token
@@ -120,7 +132,7 @@ cutoff radix_cutoff(std::span<const float> weights, double target, measure by, r
         histogram(weights, source, spec, by, scratch.hist);
         const int digit = boundary_digit(scratch.hist, spec, target, above);
         if (digit < 0) return keep_all(n);
-        const bool uniform = compact(weights, source, spec, static_cast<std::uint32_t>(digit), *sink);
+        const bool uniform = compact(weights, source, spec, static_cast<std::uint32_t>(digit), *sink, level);
         source = sink;
         sink = sink == &scratch.list_a ? &scratch.list_b : &scratch.list_a;
         if (uniform) break;

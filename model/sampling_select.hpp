@@ -54,6 +54,7 @@ enum class measure : std::uint8_t { mass, count };
 
 /// Smallest prefix (weight desc, token asc) of `weights` whose mass (or count) reaches
 /// `target`; returns the cutoff at its last token, or keep_all when never reached.
-cutoff radix_cutoff(std::span<const float> weights, double target, measure by, radix_scratch& scratch);
+cutoff radix_cutoff(std::span<const float> weights, double target, measure by, radix_scratch& scratch,
+                    simd_level level = detected_simd_level());
 
 }  // namespace calserve::model::select
