@@ -38,6 +38,7 @@ constexpr key_spec k_schema[] = {
     {"device.sim.d2h_ms", number, "-1", -1, 1e6, "", "fixed output copy time per job; -1 = latency model"},
     {"device.sim.dram_bytes_per_chip", integer, "17179869184", 1, k_big, "", "DRAM per chip (assumption: 32 GiB board / 2)"},
     {"device.sim.sram_bytes_per_chip", integer, "67108864", 0, k_big, "", "SRAM per chip (assumption)"},
+    {"device.plan.guard_bytes", integer, "268435456", 0, k_big, "", "allocator guard per chip kept free by the capacity planner (assumption)"},
     {"device.sim.dram_gbps", number, "200", 0.001, 1e6, "", "DRAM read bandwidth per chip, GB/s (assumption)"},
     {"device.sim.pcie_gbps", number, "16", 0.001, 1e6, "", "host link bandwidth, GB/s (assumption)"},
     {"device.sim.d2d_gbps", number, "32", 0.001, 1e6, "", "chip-to-chip bandwidth, GB/s (assumption)"},

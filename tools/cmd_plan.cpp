@@ -21,7 +21,7 @@ struct options {
     std::string kv = "bf16";
     bool json_out = false;
     std::string config;
-    std::uint64_t guard = pkg::k_default_guard_bytes;
+    std::int64_t guard = -1;  // -1: device.plan.guard_bytes
 };
 
 constexpr std::uint32_t k_batches[] = {1, 2, 4, 8, 16};
@@ -83,7 +83,7 @@ int run_plan(const options& o) {
     pkg::capacity_limits l;
     l.dram_bytes_per_chip = static_cast<std::uint64_t>(cfg->integer("device.sim.dram_bytes_per_chip"));
     l.sram_bytes_per_chip = static_cast<std::uint64_t>(cfg->integer("device.sim.sram_bytes_per_chip"));
-    l.guard_bytes = o.guard;
+    l.guard_bytes = static_cast<std::uint64_t>(o.guard >= 0 ? o.guard : cfg->integer("device.plan.guard_bytes"));
     const auto kv = o.kv == "s8v" ? pkg::kv_dtype_choice::s8v : pkg::kv_dtype_choice::bf16;
     const std::uint32_t context = o.context ? o.context : p->context;
     auto plan = pkg::plan_capacity(*p, o.batch, context, kv, l);
@@ -100,7 +100,7 @@ const bool registered = register_command("plan", "per-chip capacity plan of a pa
     app.add_option("--kv-dtype", o->kv, "bf16 | s8v (BF16 K, S8 V)")->check(CLI::IsMember({"bf16", "s8v"}));
     app.add_flag("--json", o->json_out, "print JSON");
     app.add_option("--config", o->config, "config file for device capacities");
-    app.add_option("--guard-bytes", o->guard, "allocator guard per chip");
+    app.add_option("--guard-bytes", o->guard, "allocator guard per chip (default: device.plan.guard_bytes)");
     return [o] { return run_plan(*o); };
 });
 }  // namespace

@@ -32,6 +32,7 @@ int run_validate(const options& o) {
     vo.full_hash = o.full_hash;
     vo.limits.dram_bytes_per_chip = static_cast<std::uint64_t>(cfg->integer("device.sim.dram_bytes_per_chip"));
     vo.limits.sram_bytes_per_chip = static_cast<std::uint64_t>(cfg->integer("device.sim.sram_bytes_per_chip"));
+    vo.limits.guard_bytes = static_cast<std::uint64_t>(cfg->integer("device.plan.guard_bytes"));
     auto r = pkg::validate_package(o.dir, vo);
     if (!r) {
         std::cerr << "validate: " << r.error().what() << "\n";
