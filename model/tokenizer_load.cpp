@@ -109,7 +109,10 @@ void_result load_merges(const json::object& model, tokenizer_data& d) {
         if (l == d.token_ids.end() || r == d.token_ids.end() || merged == d.token_ids.end()) {
             return bad("merge " + std::to_string(rank) + " ('" + left + "' '" + right + "') uses a token not in the vocab");
         }
-        d.merges.add(l->second, r->second, merged->second, rank++);
+        if (!d.merges.add(l->second, r->second, merged->second)) {
+            return unsupported("merge table: ids above 2^20 or more than 2^24 merges");
+        }
+        ++rank;
     }
     return {};
 }
@@ -129,6 +132,7 @@ void_result load_model(const json::object& root, tokenizer_data& d) {
     auto byte_ids = d.merges.byte_ids;
     if (auto r = load_merges(m, d); !r) return r;
     d.merges.byte_ids = byte_ids;
+    d.merges.index_byte_pairs();
     return {};
 }
 
