@@ -3,6 +3,8 @@
 // accounting at configure, numbers equal to the reference model's.
 #include <catch2/catch.hpp>
 
+#include <deque>
+
 #include "sim_fixture.hpp"
 
 using namespace calserve;
@@ -285,4 +287,37 @@ TEST_CASE("real-time mode: completions arrive from the simulator's own threads")
     std::unique_lock l(m);
     REQUIRE(cv.wait_for(l, 10s, [&] { return done.size() == 2; }));
     CHECK(done == std::vector<job_id>{a, b});
+}
+
+TEST_CASE("ping/pong in virtual time: two in flight keep compute busy, about 2x one in flight") {
+    // step 10 ms + output copy 10 ms, no host time: in-flight 1 costs 20 ms a job, in-flight 2
+    // hides every copy behind the other slot's compute.
+    constexpr int k_jobs = 100;
+    auto run = [](int inflight) {
+        test::sim_fixture f(10.0, 10.0);
+        REQUIRE(f.dev->kv_allocate(1, 128).ok());
+        REQUIRE(f.dev->kv_allocate(2, 128).ok());
+        std::deque<job_id> flight;
+        const auto t0 = f.clock.now();
+        for (int i = 0; i < k_jobs; ++i) {
+            if (static_cast<int>(flight.size()) == inflight) {
+                REQUIRE(f.dev->wait(flight.front(), 1s).ok());
+                flight.pop_front();
+            }
+            const slot s = i % 2 == 0 ? slot::ping : slot::pong;
+            auto j = f.submit(k_prefill, s, static_cast<seq_id>(1 + i % 2), {3});
+            REQUIRE(j.ok());
+            flight.push_back(*j);
+        }
+        for (job_id j : flight) REQUIRE(f.dev->wait(j, 1s).ok());
+        const double wall = static_cast<double>((f.clock.now() - t0).count());
+        return std::pair{wall, static_cast<double>(f.dev->compute_busy_ns()) / wall};
+    };
+    const auto [one, busy_one] = run(1);
+    const auto [two, busy_two] = run(2);
+    CHECK(one == Approx(k_jobs * 20e6));
+    CHECK(two == Approx(k_jobs * 10e6 + 10e6));
+    CHECK(one / two > 1.95);
+    CHECK(busy_two > 0.98);
+    CHECK(busy_one == Approx(0.5).epsilon(0.02));
 }

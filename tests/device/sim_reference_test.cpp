@@ -7,8 +7,10 @@
 
 #include "device/package_spec.hpp"
 #include "device/runner/runner.hpp"
+#include "device/sim/cpu_backend.hpp"
 #include "device/sim/reference_model.hpp"
 #include "model/package/pack.hpp"
+#include "model/synthetic_model.hpp"
 #include "model/transformer.hpp"
 #include "tests/support/test_paths.hpp"
 
@@ -87,4 +89,27 @@ TEST_CASE("configure of a real package that does not fit: out_of_device_memory")
     auto dev = sim::open_sim_device(dir, cfg, clock);
     REQUIRE_FALSE(dev.ok());
     CHECK(dev.code() == status::out_of_device_memory);
+}
+
+TEST_CASE("cpu backend: a plain HF directory behind the same device interface, unpaced") {
+    const auto dir = test::scratch_dir("device-cpu") / "model";
+    REQUIRE(model::make_synthetic_model("tiny-dense", dir, 3, "f32", {}).ok());
+    auto cfg = config::defaults();
+    sim::manual_scheduler clock;
+    auto dev = sim::open_cpu_device(dir, cfg, clock);
+    REQUIRE(dev.ok());
+    const auto& pkg = (*dev)->package();
+    CHECK(pkg.chip_count == 1);
+    CHECK(pkg.kv.slots == cfg.integer("runtime.max_running"));
+    model::load_options lo;
+    auto reference = model::load_causal_lm(dir, lo);
+    REQUIRE(reference.ok());
+    runner::runner_options o;
+    o.prefill_lengths = {1, 17};
+    o.decode_lengths = {1, 4};
+    const auto t0 = clock.now();
+    auto rep = runner::run_golden(**dev, **reference, o);
+    INFO(boost::json::serialize(rep.json));
+    CHECK(rep.pass);
+    CHECK(clock.now() == t0);  // no NPU pacing: virtual time never moved
 }

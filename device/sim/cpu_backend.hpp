@@ -1,0 +1,27 @@
+#pragma once
+//! The `cpu` backend: a plain Hugging Face Qwen3 directory served through the same
+//! device interface, with no NPU pacing. It is the simulator with a package
+//! synthesised from config.json (one prefill and one decode program, token /
+//! position / logits buffers, ping and pong), every latency constant at zero
+//! (`step_ms` = `d2h_ms` = 0), memory capacities unbounded, and the model unsplit.
+//! The runtime therefore drives a CPU model and the NPU simulator with one code path.
+//!
+//! Context = min(max_position_embeddings, runtime.slot_context); KV room for
+//! runtime.max_running sequences of that context.
+#include <filesystem>
+#include <memory>
+
+#include "config/config.hpp"
+#include "device/sim/sim_device.hpp"
+#include "model/hf_config.hpp"
+
+namespace calserve::device::sim {
+
+package_spec cpu_package_spec(const model::hf_config& hf, std::int64_t context, std::int64_t sequences,
+                              const std::filesystem::path& model_dir);
+
+// Creates, loads, configures and warms up the cpu backend for `model_dir`.
+result<std::shared_ptr<sim_device>> open_cpu_device(const std::filesystem::path& model_dir, const config& cfg,
+                                                    sim_scheduler& scheduler, std::shared_ptr<fault_registry> faults = {});
+
+}  // namespace calserve::device::sim
