@@ -17,7 +17,7 @@
 //! Invariants of a loaded package:
 //!   - submodel names are unique, non-empty and none is a substring of another;
 //!   - every tensor has byte_size == product(shape) * dtype_bytes(dtype) and
-//!     ping_addr != pong_addr unless `shared_ping_pong` is set for it;
+//!     ping_addr != pong_addr (one exclusive buffer per in-flight job);
 //!   - chips.size() == topology.chips and each chip has exactly one parameter file
 //!     whose size == dram_bytes + sram_bytes;
 //!   - kv.bytes_per_chip * topology.tensor_parallel == kv.bytes_total.
@@ -94,7 +94,7 @@ struct kv_layout {
     std::uint64_t bytes_total = 0;   // layers*kv_heads*head_dim*context*batch*(k+v bytes)
     std::uint64_t bytes_per_chip = 0;
 
-    // KV bytes per token per chip for a given tensor-parallel degree.
+    // KV bytes of one token over all chips: layers * kv_heads * head_dim * (K + V bytes).
     std::uint64_t bytes_per_token_total() const;
 };
 
@@ -113,7 +113,7 @@ struct param_file {
     std::uint64_t size_bytes = 0;
     std::uint64_t dram_bytes = 0;
     std::uint64_t sram_bytes = 0;
-    std::vector<param_segment> segments;  // from model_memory_reserved_info.txt
+    std::vector<param_segment> segments;  // from model_memory_reserved_info.txt, by file offset
 };
 
 struct chip_info {
