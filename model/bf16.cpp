@@ -15,6 +15,8 @@
 #include "config/invariant.hpp"
 
 #define CALSERVE_BASELINE_ISA __attribute__((target("no-sse3,no-avx,no-avx2,no-fma,no-f16c")))
+// Kernels are also noinline: inlined into an AVX2-compiled caller they would take its ISA.
+#define CALSERVE_BASELINE_KERNEL __attribute__((target("no-sse3,no-avx,no-avx2,no-fma,no-f16c"), noinline))
 #define CALSERVE_AVX2_ISA __attribute__((target("avx2,fma")))
 
 namespace calserve::model {
@@ -22,14 +24,14 @@ namespace {
 
 // ---- scalar (baseline ISA) -------------------------------------------------------
 
-CALSERVE_BASELINE_ISA void bf16_to_f32_scalar(const bf16* in, float* out, std::size_t n) {
+CALSERVE_BASELINE_KERNEL void bf16_to_f32_scalar(const bf16* in, float* out, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) {
         const std::uint32_t bits = static_cast<std::uint32_t>(in[i]) << 16;
         std::memcpy(out + i, &bits, sizeof bits);
     }
 }
 
-CALSERVE_BASELINE_ISA void f32_to_bf16_scalar(const float* in, bf16* out, std::size_t n) {
+CALSERVE_BASELINE_KERNEL void f32_to_bf16_scalar(const float* in, bf16* out, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) {
         std::uint32_t u;
         std::memcpy(&u, in + i, sizeof u);
@@ -41,7 +43,7 @@ CALSERVE_BASELINE_ISA void f32_to_bf16_scalar(const float* in, bf16* out, std::s
     }
 }
 
-CALSERVE_BASELINE_ISA std::int32_t argmax_bf16_scalar(const bf16* p, std::size_t n) {
+CALSERVE_BASELINE_KERNEL std::int32_t argmax_bf16_exact(const bf16* p, std::size_t n) {
     float best = -std::numeric_limits<float>::infinity();
     std::size_t best_i = 0;
     for (std::size_t i = 0; i < n; ++i) {
@@ -56,7 +58,63 @@ CALSERVE_BASELINE_ISA std::int32_t argmax_bf16_scalar(const bf16* p, std::size_t
     return static_cast<std::int32_t>(best_i);
 }
 
-CALSERVE_BASELINE_ISA std::int32_t argmax_f32_scalar(const float* p, std::size_t n) {
+// Order-preserving 16-bit key of a BF16: +x -> bits, -x -> -magnitude, so ±0 share
+// key 0 and integer order equals float order for every non-NaN value. Positive NaN
+// keys exceed +inf's (0x7f80) and are detected; negative NaN keys sort below -inf.
+constexpr std::int16_t key_neg_inf = -0x7f80;
+constexpr std::int16_t key_pos_inf = 0x7f80;
+
+CALSERVE_BASELINE_ISA inline std::int16_t bf16_key(bf16 v) {
+    const auto mag = static_cast<std::int16_t>(v & 0x7fff);
+    return (v & 0x8000) ? static_cast<std::int16_t>(-mag) : mag;
+}
+
+constexpr std::size_t argmax_block = 256;
+
+// Shared end of both block-max argmax kernels: the first index of `best_key` inside
+// the first block holding it, then the tail; NaN and all -inf handled as the contract says.
+CALSERVE_BASELINE_KERNEL std::int32_t finish_argmax(const bf16* p, std::size_t n, std::size_t tail, std::int16_t best_key,
+                                                 std::size_t best_block) {
+    std::size_t best_i = n;  // none yet
+    for (std::size_t j = best_block; j < best_block + argmax_block && j < tail; ++j) {
+        if (bf16_key(p[j]) == best_key) {
+            best_i = j;
+            break;
+        }
+    }
+    for (std::size_t i = tail; i < n; ++i) {  // strictly greater keeps the lower index
+        const std::int16_t k = bf16_key(p[i]);
+        if (k > best_key) {
+            best_key = k;
+            best_i = i;
+        }
+    }
+    if (best_key > key_pos_inf) return argmax_bf16_exact(p, n);  // a positive NaN: rare, exact path
+    if (best_key <= key_neg_inf || best_i == n) return 0;
+    return static_cast<std::int32_t>(best_i);
+}
+
+// Scalar block maxima over the integer keys: branch-free, so even SSE2 code runs
+// near bandwidth, unlike a compare-and-branch float loop.
+CALSERVE_BASELINE_KERNEL std::int32_t argmax_bf16_scalar(const bf16* p, std::size_t n) {
+    std::int16_t best_key = std::numeric_limits<std::int16_t>::min();
+    std::size_t best_block = 0;
+    std::size_t i = 0;
+    for (; i + argmax_block <= n; i += argmax_block) {
+        std::int16_t m = std::numeric_limits<std::int16_t>::min();
+        for (std::size_t j = 0; j < argmax_block; ++j) {
+            const std::int16_t k = bf16_key(p[i + j]);
+            m = k > m ? k : m;
+        }
+        if (m > best_key) {
+            best_key = m;
+            best_block = i;
+        }
+    }
+    return finish_argmax(p, n, i, best_key, best_block);
+}
+
+CALSERVE_BASELINE_KERNEL std::int32_t argmax_f32_scalar(const float* p, std::size_t n) {
     float best = -std::numeric_limits<float>::infinity();
     std::size_t best_i = 0;
     for (std::size_t i = 0; i < n; ++i) {
@@ -105,17 +163,6 @@ CALSERVE_AVX2_ISA void f32_to_bf16_avx2(const float* in, bf16* out, std::size_t 
     f32_to_bf16_scalar(in + i, out + i, n - i);
 }
 
-// Order-preserving 16-bit key of a BF16: +x -> bits, -x -> -magnitude, so ±0 share
-// key 0 and integer order equals float order for every non-NaN value. Positive NaN
-// keys exceed +inf's (0x7f80) and are detected; negative NaN keys sort below -inf.
-constexpr std::int16_t key_neg_inf = -0x7f80;
-constexpr std::int16_t key_pos_inf = 0x7f80;
-
-constexpr std::int16_t bf16_key(bf16 v) {
-    const auto mag = static_cast<std::int16_t>(v & 0x7fff);
-    return (v & 0x8000) ? static_cast<std::int16_t>(-mag) : mag;
-}
-
 CALSERVE_AVX2_ISA inline __m256i bf16_keys(const bf16* p) {
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return _mm256_sign_epi16(_mm256_and_si256(x, _mm256_set1_epi16(0x7fff)), x);
@@ -132,14 +179,13 @@ CALSERVE_AVX2_ISA inline std::int16_t hmax_epi16(__m256i v) {
 // One pass at load bandwidth: per 256-element block the max key, remembering the
 // first block that holds the overall maximum; then the first match inside it.
 CALSERVE_AVX2_ISA std::int32_t argmax_bf16_avx2(const bf16* p, std::size_t n) {
-    constexpr std::size_t block = 256;
     std::int16_t best_key = std::numeric_limits<std::int16_t>::min();
     std::size_t best_block = 0;
     std::size_t i = 0;
-    for (; i + block <= n; i += block) {
+    for (; i + argmax_block <= n; i += argmax_block) {
         __m256i acc0 = bf16_keys(p + i);
         __m256i acc1 = bf16_keys(p + i + 16);
-        for (std::size_t j = 32; j < block; j += 32) {
+        for (std::size_t j = 32; j < argmax_block; j += 32) {
             acc0 = _mm256_max_epi16(acc0, bf16_keys(p + i + j));
             acc1 = _mm256_max_epi16(acc1, bf16_keys(p + i + j + 16));
         }
@@ -149,23 +195,7 @@ CALSERVE_AVX2_ISA std::int32_t argmax_bf16_avx2(const bf16* p, std::size_t n) {
             best_block = i;
         }
     }
-    std::size_t best_i = n;  // none yet
-    for (std::size_t j = best_block; j < best_block + block && j < i; ++j) {
-        if (bf16_key(p[j]) == best_key) {
-            best_i = j;
-            break;
-        }
-    }
-    for (; i < n; ++i) {  // tail: strictly greater keeps the lower index
-        const std::int16_t k = bf16_key(p[i]);
-        if (k > best_key) {
-            best_key = k;
-            best_i = i;
-        }
-    }
-    if (best_key > key_pos_inf) return argmax_bf16_scalar(p, n);  // a positive NaN: rare, exact path
-    if (best_key <= key_neg_inf || best_i == n) return 0;
-    return static_cast<std::int32_t>(best_i);
+    return finish_argmax(p, n, i, best_key, best_block);
 }
 
 CALSERVE_AVX2_ISA std::int32_t argmax_f32_avx2(const float* p, std::size_t n) {
@@ -211,7 +241,7 @@ CALSERVE_AVX2_ISA std::int32_t argmax_f32_avx2(const float* p, std::size_t n) {
 }  // namespace
 
 namespace {
-CALSERVE_BASELINE_ISA simd_level probe_cpu() {
+CALSERVE_BASELINE_KERNEL simd_level probe_cpu() {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? simd_level::avx2 : simd_level::scalar;
 }

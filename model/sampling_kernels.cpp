@@ -10,6 +10,8 @@
 #include "config/invariant.hpp"
 
 #define CALSERVE_BASELINE_ISA __attribute__((target("no-sse3,no-avx,no-avx2,no-fma,no-f16c")))
+// Kernels are also noinline: inlined into an AVX2-compiled caller they would take its ISA.
+#define CALSERVE_BASELINE_KERNEL __attribute__((target("no-sse3,no-avx,no-avx2,no-fma,no-f16c"), noinline))
 #define CALSERVE_AVX2_ISA __attribute__((target("avx2,fma")))
 
 namespace calserve::model::kernels {
@@ -20,7 +22,7 @@ constexpr float pos_inf = std::numeric_limits<float>::infinity();
 
 // ---- scalar ----------------------------------------------------------------------
 
-CALSERVE_BASELINE_ISA max_scan scan_max_scalar(const float* p, std::size_t n) {
+CALSERVE_BASELINE_KERNEL max_scan scan_max_scalar(const float* p, std::size_t n) {
     float best = neg_inf;
     bool finite = true;
     for (std::size_t i = 0; i < n; ++i) {
@@ -31,7 +33,7 @@ CALSERVE_BASELINE_ISA max_scan scan_max_scalar(const float* p, std::size_t n) {
     return {best, finite};
 }
 
-CALSERVE_BASELINE_ISA weight_sum exp_weights_scalar(const float* p, std::size_t n, float max, float inv_t,
+CALSERVE_BASELINE_KERNEL weight_sum exp_weights_scalar(const float* p, std::size_t n, float max, float inv_t,
                                                     float* w, float* block_sums) {
     weight_sum out;
     for (std::size_t b = 0; b * weight_block < n; ++b) {
@@ -49,14 +51,14 @@ CALSERVE_BASELINE_ISA weight_sum exp_weights_scalar(const float* p, std::size_t 
     return out;
 }
 
-CALSERVE_BASELINE_ISA std::size_t next_above_scalar(const float* p, std::size_t n, std::size_t from, float t) {
+CALSERVE_BASELINE_KERNEL std::size_t next_above_scalar(const float* p, std::size_t n, std::size_t from, float t) {
     for (std::size_t i = from; i < n; ++i) {
         if (p[i] > t) return i;
     }
     return n;
 }
 
-CALSERVE_BASELINE_ISA weight_sum apply_keep_rule_scalar(float* w, std::size_t n, float w_min, float w_cut,
+CALSERVE_BASELINE_KERNEL weight_sum apply_keep_rule_scalar(float* w, std::size_t n, float w_min, float w_cut,
                                                         std::size_t i_cut, float* block_sums) {
     weight_sum out;
     for (std::size_t b = 0; b * weight_block < n; ++b) {
@@ -75,7 +77,8 @@ CALSERVE_BASELINE_ISA weight_sum apply_keep_rule_scalar(float* w, std::size_t n,
     return out;
 }
 
-// Shared by both paths for the last partial vector (plain C++, no vector ISA needed).
+// Shared by both paths for the last partial vector. Plain C++ built with the library's
+// flags, like the span wrappers (it appends to a std::vector).
 void collect_digit_tail(const float* w, std::size_t from, std::size_t n, int shift, std::uint32_t mask,
                         std::uint32_t digit, std::vector<std::uint32_t>& out) {
     for (std::size_t i = from; i < n; ++i) {
