@@ -4,7 +4,9 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 
+#include "model/tokenizer.hpp"
 #include "model/transformer.hpp"
 #include "model/transformer_greedy.hpp"
 #include "tools/command.hpp"
@@ -26,6 +28,7 @@ struct options {
 struct prompt {
     json::value id;
     std::vector<model::token_id> ids;
+    std::optional<std::string> text;  // encoded with the model directory's tokenizer
 };
 
 // One JSONL line: {"id", "token_ids": [...]} (or "text", which needs the tokenizer).
@@ -45,9 +48,26 @@ result<prompt> parse_prompt(const std::string& line, std::size_t line_no) {
         }
         return p;
     }
-    if (o.contains("text"))
-        return make_error(status::unsupported, where + "text prompts need the tokenizer, not in this build; give token_ids");
+    if (const auto* text = o.if_contains("text")) {
+        if (!text->is_string()) return make_error(status::parse_error, where + "text must be a string");
+        p.text = std::string(text->as_string());
+        return p;
+    }
     return make_error(status::parse_error, where + "needs token_ids or text");
+}
+
+// Text prompts: the tokenizer is loaded from the model directory on first use.
+result<prompt> encode_text(prompt p, const std::string& model_dir, std::shared_ptr<const model::tokenizer>& tok,
+                           std::size_t line_no) {
+    if (!tok) {
+        auto loaded = model::tokenizer::load(model_dir);
+        if (!loaded) return make_error(loaded.code(), "text prompts need the tokenizer: " + loaded.error().message);
+        tok = std::move(*loaded);
+    }
+    auto ids = tok->encode(*p.text);
+    if (!ids) return make_error(ids.code(), "prompts line " + std::to_string(line_no) + ": " + ids.error().message);
+    p.ids = std::move(*ids);
+    return p;
 }
 
 json::object to_json(const prompt& p, const model::greedy_run& run) {
@@ -82,12 +102,14 @@ int run(const options& o) {
         std::cerr << "reference: cannot write " << o.output << "\n";
         return 2;
     }
+    std::shared_ptr<const model::tokenizer> tok;
     std::string line;
     std::size_t line_no = 0, done = 0;
     while (std::getline(in, line)) {
         ++line_no;
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
         auto p = parse_prompt(line, line_no);
+        if (p && p->text) p = encode_text(std::move(*p), o.model_dir, tok, line_no);
         if (!p) {
             std::cerr << "reference: " << p.error().what() << "\n";
             return 2;

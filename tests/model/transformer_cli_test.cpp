@@ -73,6 +73,20 @@ TEST_CASE("calserve make-model and reference write the documented files") {
     auto run = model::run_greedy(*lm, 1, std::vector<model::token_id>{1, 2, 3}, 4, 2);
     REQUIRE(run.ok());
     for (std::size_t i = 0; i < 4; ++i) CHECK(rows[0].at("generated_ids").as_array()[i].as_int64() == run->generated[i]);
+    // Text prompts go through the tokenizer copied into the model directory.
+    if (std::filesystem::exists(model_dir / "tokenizer.json")) {
+        std::ofstream(dir / "t.jsonl") << "{\"id\":\"t\",\"text\":\"Hello world\"}\n";
+        cmd = bin + " reference --model " + model_dir.string() + " --prompts " + (dir / "t.jsonl").string() +
+              " --max-tokens 2 --top 1 --output " + (dir / "t_out.jsonl").string() + " > /dev/null 2>&1";
+        REQUIRE(std::system(cmd.c_str()) == 0);
+        std::ifstream tin(dir / "t_out.jsonl");
+        REQUIRE(std::getline(tin, line));
+        auto row = boost::json::parse(line);
+        const auto& ids = row.at("prompt_ids").as_array();
+        REQUIRE(ids.size() == 2);  // "Hello", " world" in Qwen3's vocabulary
+        CHECK(ids[0].as_int64() == 9707);
+        CHECK(ids[1].as_int64() == 1879);
+    }
     // Unusable input: exit code 2.
     std::ofstream(dir / "bad.jsonl") << "{\"id\":1}\n";
     cmd = bin + " reference --model " + model_dir.string() + " --prompts " + (dir / "bad.jsonl").string() +
