@@ -1,0 +1,150 @@
+// Reference-transformer benchmarks: memory read bandwidth, decode tokens/s on the
+// qwen3-0.6b shape (BF16) as a fraction of the memory roofline, batched decode,
+// prefill (sgemm) and weight loading MB/s with io_uring vs pread.
+//
+// The 0.6b-shape checkpoint (~1.2 GB) is generated once into
+// $CALSERVE_BENCH_MODEL_DIR (default /tmp/calserve-bench/qwen3-0.6b-shape-bf16).
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "io/file_reader.hpp"
+#include "model/kernels.hpp"
+#include "model/synthetic_model.hpp"
+#include "model/transformer.hpp"
+
+namespace {
+using namespace calserve;
+
+constexpr int k_threads = 2;
+
+std::filesystem::path bench_model_dir() {
+    if (const char* env = std::getenv("CALSERVE_BENCH_MODEL_DIR")) return env;
+    return "/tmp/calserve-bench/qwen3-0.6b-shape-bf16";
+}
+
+const std::filesystem::path& ensure_model() {
+    static const std::filesystem::path dir = [] {
+        auto d = bench_model_dir();
+        if (!std::filesystem::exists(d / "config.json")) {
+            auto r = model::make_synthetic_model("qwen3-0.6b-shape", d, 1, "bf16", {});
+            if (!r) throw std::runtime_error(r.error().what());
+        }
+        return d;
+    }();
+    return dir;
+}
+
+model::transformer& shared_model() {
+    static std::unique_ptr<model::transformer> m = [] {
+        model::load_options o;
+        o.threads = k_threads;
+        auto r = model::transformer::load(ensure_model(), o);
+        if (!r) throw std::runtime_error(r.error().what());
+        return std::move(*r);
+    }();
+    return *m;
+}
+
+// Read bandwidth of k_threads threads streaming a buffer far larger than the caches.
+double measured_read_bandwidth() {
+    static const double bytes_per_s = [] {
+        const std::int64_t n = (768ll << 20) / 4;
+        std::vector<float> buf(static_cast<std::size_t>(n), 1.0f);
+        model::thread_pool pool(k_threads);
+        double best = 0;
+        volatile float sink = 0;
+        for (int rep = 0; rep < 5; ++rep) {
+            auto t0 = std::chrono::steady_clock::now();
+            std::vector<float> part(64, 0.0f);
+            pool.parallel_for(n, 1 << 16, n, [&](std::int64_t b, std::int64_t e) {
+                part[static_cast<std::size_t>(b / (n / 32 + 1))] += model::dot_f32(buf.data() + b, buf.data() + b, e - b);
+            });
+            std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+            sink = sink + part[0];
+            best = std::max(best, static_cast<double>(n) * 4.0 / dt.count());
+        }
+        return best;
+    }();
+    return bytes_per_s;
+}
+
+void BM_memory_read_bandwidth(benchmark::State& state) {
+    for (auto _ : state) benchmark::DoNotOptimize(measured_read_bandwidth());
+    state.counters["GB/s"] = measured_read_bandwidth() / 1e9;
+}
+BENCHMARK(BM_memory_read_bandwidth)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// Weight bytes each decoded token must stream: every matrix once, the LM head
+// in full (tied: the embedding table), the embedding lookup only one row.
+double bytes_per_token(const model::transformer& m) {
+    const auto& c = m.config();
+    const double table = static_cast<double>(c.vocab_size * c.hidden_size) * 2.0;  // BF16
+    return static_cast<double>(m.shape().weight_bytes) - (c.tie_word_embeddings ? 0.0 : table);
+}
+
+void BM_decode_qwen3_0_6b_bf16(benchmark::State& state) {
+    auto& m = shared_model();
+    const auto batch = static_cast<std::size_t>(state.range(0));
+    std::vector<float> logits(static_cast<std::size_t>(m.shape().vocab_size) * batch);
+    std::vector<model::seq_id> seqs;
+    std::vector<model::token_id> toks;
+    for (std::size_t b = 0; b < batch; ++b) {
+        std::vector<model::token_id> prompt{9707, 11, 1879, static_cast<model::token_id>(b)};
+        if (!m.prefill(100 + b, prompt, std::span(logits.data(), static_cast<std::size_t>(m.shape().vocab_size))))
+            state.SkipWithError("prefill failed");
+        seqs.push_back(100 + b);
+        toks.push_back(static_cast<model::token_id>(1000 + b));
+    }
+    for (auto _ : state) {
+        if (!m.decode_batch(seqs, toks, logits)) state.SkipWithError("decode failed");
+        benchmark::DoNotOptimize(logits.data());
+    }
+    m.free_all();
+    const double tokens = static_cast<double>(state.iterations() * batch);
+    state.counters["tokens"] = benchmark::Counter(tokens, benchmark::Counter::kIsRate);
+    state.counters["steps"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+    state.counters["weight_MB/step"] = bytes_per_token(m) / 1e6;
+    state.counters["roofline_steps/s"] = measured_read_bandwidth() / bytes_per_token(m);
+}
+BENCHMARK(BM_decode_qwen3_0_6b_bf16)->Arg(1)->Arg(4)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
+
+void BM_prefill_qwen3_0_6b_bf16(benchmark::State& state) {
+    auto& m = shared_model();
+    std::vector<model::token_id> prompt(static_cast<std::size_t>(state.range(0)));
+    for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<model::token_id>((i * 7919) % 151936);
+    std::vector<float> logits(static_cast<std::size_t>(m.shape().vocab_size));
+    for (auto _ : state) {
+        if (!m.prefill(1, prompt, logits)) state.SkipWithError("prefill failed");
+        m.free_sequence(1);
+    }
+    state.counters["tokens"] =
+        benchmark::Counter(static_cast<double>(state.iterations() * state.range(0)), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_prefill_qwen3_0_6b_bf16)->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Page-cache-warm read of every shard with the chosen backend.
+void BM_load_weights(benchmark::State& state) {
+    const auto backend = state.range(0) == 0 ? io::read_backend::io_uring : io::read_backend::pread;
+    std::vector<std::filesystem::path> files;
+    for (const auto& e : std::filesystem::directory_iterator(ensure_model()))
+        if (e.path().extension() == ".safetensors") files.push_back(e.path());
+    std::uint64_t total = 0;
+    io::read_options o;
+    o.backend = backend;
+    for (auto _ : state) {
+        for (const auto& f : files) {
+            auto size = io::file_size(f);
+            auto buf = std::make_unique_for_overwrite<std::byte[]>(*size);
+            if (!io::read_range(f, 0, std::span(buf.get(), *size), o)) state.SkipWithError("read failed");
+            total += *size;
+        }
+    }
+    state.counters["MB"] = benchmark::Counter(static_cast<double>(total) / 1e6, benchmark::Counter::kIsRate);
+    state.SetLabel(std::string(io::to_string(backend)));
+}
+BENCHMARK(BM_load_weights)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
