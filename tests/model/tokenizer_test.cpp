@@ -3,7 +3,9 @@
 // the NFC fast-path table.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cstdlib>
+#include <thread>
 #include <utf8proc.h>
 
 #include "model/tokenizer_data.hpp"
@@ -155,4 +157,25 @@ TEST_CASE("tokenizer NFC keeps U+11A7 after a Hangul syllable (utf8proc would dr
         std::string expected = text[0] == 'e' ? "\xC3\xA9" + text.substr(3) : text;
         CHECK(*back == expected);
     }
+}
+
+TEST_CASE("tokenizer is shared by threads: concurrent encodes give the single-thread ids") {
+    auto tok = qwen3_tokenizer();
+    calserve::test::corpus::rng r(3);
+    std::vector<std::string> texts;
+    for (int i = 0; i < 300; ++i) texts.push_back(calserve::test::corpus::any_sample(r));
+    std::vector<ids> expected;
+    for (const auto& t : texts) expected.push_back(encode_ok(*tok, t));
+    std::atomic<int> mismatches{0};
+    auto worker = [&](std::size_t offset) {
+        for (std::size_t k = 0; k < texts.size(); ++k) {
+            std::size_t i = (k + offset) % texts.size();
+            auto got = tok->encode(texts[i]);
+            if (!got || *got != expected[i]) ++mismatches;
+        }
+    };
+    std::vector<std::thread> threads;
+    for (std::size_t t = 0; t < 4; ++t) threads.emplace_back(worker, t * 71);
+    for (auto& th : threads) th.join();
+    CHECK(mismatches.load() == 0);
 }
