@@ -25,6 +25,13 @@ bool tokens_in_range(std::span<const std::int32_t> tokens, std::size_t vocab) {
 
 bool wants_logprobs(const sampling_params& p) { return p.logprobs || p.top_logprobs > 0; }
 
+// Mass the top-p prefix must reach; positive whenever top_p < 1 (the slack only applies
+// when it leaves most of p, so a tiny top_p still means "the best token").
+double top_p_target(float top_p, double total) {
+    const double p = static_cast<double>(top_p);
+    return (p > 2.0 * top_p_slack ? p - top_p_slack : p) * total;
+}
+
 }  // namespace
 
 void_result validate(const sampling_params& p, std::size_t vocab, token_history history) {
@@ -156,7 +163,7 @@ void sampler::sample_sparse(const sampling_params& params, float max, float inv_
         c.value = std::exp((c.value - max) * inv_t);  // logits -> weights, order unchanged
         total += c.value;
     }
-    const double target = params.top_p < 1.0f ? (static_cast<double>(params.top_p) - top_p_slack) * total : 0.0;
+    const double target = params.top_p < 1.0f ? top_p_target(params.top_p, total) : 0.0;
     draw_from_sorted(candidates_, target, params.min_p, u, out);
 }
 
@@ -201,6 +208,10 @@ void sampler::sample_dense(const sampling_params& params, float max, float inv_t
     const std::size_t n = logits_.size();
     weights_.resize(n);
     blocks_.resize(kernels::block_count(n));
+    if (radix_.list_a.capacity() < n) {  // boundary lists never outgrow the vocabulary
+        radix_.list_a.reserve(n);
+        radix_.list_b.reserve(n);
+    }
     kernels::weight_sum sum = kernels::exp_weights(logits_, max, inv_t, weights_, blocks_, level_);
     total_all = sum.total;
     const bool top_k_on = params.top_k > 0 && static_cast<std::size_t>(params.top_k) < n;
@@ -211,7 +222,7 @@ void sampler::sample_dense(const sampling_params& params, float max, float inv_t
     }
     select::cutoff cut = select::keep_all(n);
     if (params.top_p < 1.0f) {
-        const double target = (static_cast<double>(params.top_p) - top_p_slack) * sum.total;
+        const double target = top_p_target(params.top_p, sum.total);
         if (!top_k_on && nucleus_in_candidates(target)) {
             draw_from_sorted(top_, target, params.min_p, u, out);
             return;
@@ -276,6 +287,14 @@ std::int32_t sampler::draw_dense(double u, double total) const {
         if (weights_[i] > 0.0f) return static_cast<std::int32_t>(i);
     }
     return 0;
+}
+
+std::size_t sampler::scratch_bytes() const {
+    return logits_.capacity() * sizeof(float) + weights_.capacity() * sizeof(float) +
+           blocks_.capacity() * sizeof(float) + counts_.capacity() * sizeof(std::uint32_t) + seen_.capacity() +
+           (candidates_.capacity() + top_.capacity()) * sizeof(select::candidate) +
+           radix_.hist.capacity() * sizeof(double) +
+           (radix_.list_a.capacity() + radix_.list_b.capacity()) * sizeof(std::uint32_t);
 }
 
 void sampler::fill_logprobs(const sampling_params& params, float max, float inv_t, double log_z, sample_result& out) {

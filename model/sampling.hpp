@@ -82,6 +82,10 @@ public:
     result<sample_result> sample(std::span<const bf16> logits, const sampling_params& params, token_history history,
                                  request_rng& rng);
 
+    /// Bytes reserved by the scratch buffers: constant once warmed up (a step that
+    /// allocated would have grown one of them).
+    std::size_t scratch_bytes() const;
+
 private:
     static bool needs_edits(const sampling_params& params);
     void apply_edits(const sampling_params& params, token_history history);

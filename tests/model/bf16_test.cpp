@@ -76,7 +76,7 @@ TEST_CASE("odd lengths and offsets convert the tail too", "[bf16]") {
             std::vector<float> a(len, -1.0f), b(len, -2.0f);
             bf16_to_f32(in, a, simd_level::scalar);
             bf16_to_f32(in, b, simd_level::avx2);
-            REQUIRE(std::memcmp(a.data(), b.data(), len * sizeof(float)) == 0);
+            REQUIRE((len == 0 || std::memcmp(a.data(), b.data(), len * sizeof(float)) == 0));
         }
     }
 }

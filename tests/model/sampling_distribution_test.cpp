@@ -102,7 +102,7 @@ TEST_CASE("full-vocabulary dense path matches the reference (151936 tokens)", "[
     const std::size_t live[] = {0, 7, 255, 256, 1000, 40000, 75968, 99999, 120001, 151000, 151934, 151935};
     std::vector<float> logits(vocab, -9.0f);
     for (std::size_t j = 0; j < std::size(live); ++j) logits[live[j]] = 0.25f * static_cast<float>(j % 6);
-    const std::size_t draws = test::sanitized() ? 800 : 3000;
+    const std::size_t draws = test::sanitized() ? 300 : 3000;
     for (const float p : {1.0f, 0.8f}) {
         draw_setup s;
         s.params.top_p = p;

@@ -49,6 +49,8 @@ TEST_CASE("top-p keeps the smallest prefix whose mass reaches p", "[sampling][to
     };
     const std::vector<row> table = {
         {{0.5, 0.3, 0.2}, 0.5f, 0, {0}},
+        {{0.5, 0.3, 0.2}, 1e-7f, 0, {0}},  // below the slack: still the best token only
+        {{0.5, 0.3, 0.2}, 1e-7f, 2, {0}},
         {{0.5, 0.3, 0.2}, 0.79f, 0, {0, 1}},
         {{0.5, 0.3, 0.2}, 0.8f, 0, {0, 1}},  // exactly reached: no spill to a third token
         {{0.5, 0.3, 0.2}, 0.81f, 0, {0, 1, 2}},
@@ -250,4 +252,37 @@ TEST_CASE("invalid parameters, ids and logits are errors, not crashes", "[sampli
     logits[1] = NAN;
     CHECK(code(sp) == status::logits_nan);
     CHECK(smp.sample(std::span<const float>{}, sp, {}, rng).code() == status::invalid_argument);
+}
+
+TEST_CASE("after warm-up a step allocates nothing (scratch capacity is stable)", "[sampling][scratch]") {
+    const std::size_t vocab = 151936;
+    std::vector<bf16> logits(vocab);
+    std::mt19937 gen(12);
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    for (auto& x : logits) x = f32_to_bf16(normal(gen));
+    std::vector<sampling_params> mix(4);
+    mix[0].top_k = 50;
+    mix[1].top_p = 0.9f;
+    mix[1].logprobs = true;
+    mix[1].top_logprobs = 5;
+    mix[2].temperature = 0.0f;
+    mix[2].repetition_penalty = 1.2f;
+    mix[3].min_p = 0.05f;
+    mix[3].frequency_penalty = 0.5f;
+    mix[3].logit_bias = {{3, 4.0f}};
+    std::vector<std::int32_t> generated;
+    sampler smp;
+    request_rng rng(6);
+    const auto step = [&](const sampling_params& sp) {
+        auto r = smp.sample(std::span<const bf16>(logits), sp, {{}, generated}, rng);
+        REQUIRE(r.ok());
+        generated.push_back(r->token);
+    };
+    for (const auto& sp : mix) step(sp);
+    const std::size_t warmed = smp.scratch_bytes();
+    const int rounds = test::sanitized() ? 2 : 6;
+    for (int i = 0; i < rounds; ++i) {
+        for (const auto& sp : mix) step(sp);
+    }
+    CHECK(smp.scratch_bytes() == warmed);
 }
