@@ -44,9 +44,13 @@ result<submodel_desc> convert(const model::package::submodel& sm, std::uint32_t 
     return d;
 }
 
-void add_shape_facts(package_spec& spec) {
-    if (spec.reference_model_dir.empty()) return;
-    auto cfg = model::load_hf_config(spec.reference_model_dir);
+// Shape facts of the packaged model for the latency model: document 000's layout
+// keeps the model's structure config in __Tokenizer/config.json (the real
+// architecture, e.g. Qwen3-30B-A3B for the replica whose reference model is a tiny
+// stand-in); the reference model's config.json is the fallback.
+void add_shape_facts(package_spec& spec, const std::filesystem::path& root) {
+    auto cfg = model::load_hf_config(root / "__Tokenizer");
+    if (!cfg && !spec.reference_model_dir.empty()) cfg = model::load_hf_config(spec.reference_model_dir);
     if (!cfg) return;  // the latency model then counts parameter bytes only
     spec.hidden_size = cfg->hidden_size;
     spec.num_heads = cfg->num_attention_heads;
@@ -84,7 +88,7 @@ result<package_spec> package_spec_from(const model::package::package& pkg) {
         spec.chips[c.index] = chip_memory{c.param_dram_bytes, c.param_sram_bytes};
     }
     spec.reference_model_dir = pkg.reference_model_dir;
-    add_shape_facts(spec);
+    add_shape_facts(spec, pkg.root);
     if (auto r = validate(spec); !r) return r.error();
     for (const auto& sm : spec.submodels) {
         for (const auto& t : sm.outputs) {
