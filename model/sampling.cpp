@@ -208,10 +208,6 @@ void sampler::sample_dense(const sampling_params& params, float max, float inv_t
     const std::size_t n = logits_.size();
     weights_.resize(n);
     blocks_.resize(kernels::block_count(n));
-    if (radix_.list_a.capacity() < n) {  // boundary lists never outgrow the vocabulary
-        radix_.list_a.reserve(n);
-        radix_.list_b.reserve(n);
-    }
     kernels::weight_sum sum = kernels::exp_weights(logits_, max, inv_t, weights_, blocks_, level_);
     total_all = sum.total;
     const bool top_k_on = params.top_k > 0 && static_cast<std::size_t>(params.top_k) < n;
@@ -294,7 +290,7 @@ std::size_t sampler::scratch_bytes() const {
            blocks_.capacity() * sizeof(float) + counts_.capacity() * sizeof(std::uint32_t) + seen_.capacity() +
            (candidates_.capacity() + top_.capacity()) * sizeof(select::candidate) +
            radix_.hist.capacity() * sizeof(double) +
-           (radix_.list_a.capacity() + radix_.list_b.capacity()) * sizeof(std::uint32_t);
+           radix_.list_a.capacity_bytes() + radix_.list_b.capacity_bytes();
 }
 
 void sampler::fill_logprobs(const sampling_params& params, float max, float inv_t, double log_z, sample_result& out) {

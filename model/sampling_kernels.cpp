@@ -77,15 +77,17 @@ CALSERVE_BASELINE_KERNEL weight_sum apply_keep_rule_scalar(float* w, std::size_t
     return out;
 }
 
-// Shared by both paths for the last partial vector. Plain C++ built with the library's
-// flags, like the span wrappers (it appends to a std::vector).
-void collect_digit_tail(const float* w, std::size_t from, std::size_t n, int shift, std::uint32_t mask,
-                        std::uint32_t digit, std::vector<std::uint32_t>& out) {
+// Shared by both paths for the last partial vector (and the whole scalar path):
+// appends matches at dst[size...] and returns the new size.
+CALSERVE_BASELINE_KERNEL std::size_t collect_digit_scalar(const float* w, std::size_t from, std::size_t n, int shift,
+                                                          std::uint32_t mask, std::uint32_t digit, std::uint32_t* dst,
+                                                          std::size_t size) {
     for (std::size_t i = from; i < n; ++i) {
         std::uint32_t key;
         std::memcpy(&key, w + i, sizeof key);
-        if (((key >> shift) & mask) == digit) out.push_back(static_cast<std::uint32_t>(i));
+        if (((key >> shift) & mask) == digit) dst[size++] = static_cast<std::uint32_t>(i);
     }
+    return size;
 }
 
 // ---- AVX2 ------------------------------------------------------------------------
@@ -239,19 +241,43 @@ CALSERVE_AVX2_ISA weight_sum apply_keep_rule_avx2(float* w, std::size_t n, float
     return out;
 }
 
-CALSERVE_AVX2_ISA void collect_digit_avx2(const float* w, std::size_t n, int shift, std::uint32_t mask,
-                                          std::uint32_t digit, std::vector<std::uint32_t>& out) {
+// Left-packing table: for each 8-bit mask, the lanes whose bit is set, in order.
+struct pack_table {
+    std::uint32_t lanes[256][8];
+};
+constexpr pack_table make_pack_table() {
+    pack_table t{};
+    for (unsigned m = 0; m < 256; ++m) {
+        unsigned c = 0;
+        for (unsigned b = 0; b < 8; ++b) {
+            if ((m >> b) & 1u) t.lanes[m][c++] = b;
+        }
+    }
+    return t;
+}
+alignas(32) constexpr pack_table pack = make_pack_table();
+
+// Branch-free stream compaction: every vector stores its matching ids left-packed at
+// the end of the list (8-wide store; the list has 8 slots of slack) and advances by the
+// match count, so a boundary bucket holding a fifth of the vocabulary costs no mispredicts.
+CALSERVE_AVX2_ISA std::size_t collect_digit_avx2(const float* w, std::size_t n, int shift, std::uint32_t mask,
+                                                 std::uint32_t digit, std::uint32_t* dst) {
     const __m128i count = _mm_cvtsi32_si128(shift);
     const __m256i vmask = _mm256_set1_epi32(static_cast<int>(mask));
     const __m256i vdigit = _mm256_set1_epi32(static_cast<int>(digit));
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    std::size_t size = 0;
     std::size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m256i keys = _mm256_castps_si256(_mm256_loadu_ps(w + i));
         const __m256i d = _mm256_and_si256(_mm256_srl_epi32(keys, count), vmask);
-        auto bits = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(d, vdigit))));
-        for (; bits != 0; bits &= bits - 1) out.push_back(static_cast<std::uint32_t>(i) + static_cast<std::uint32_t>(__builtin_ctz(bits)));
+        const auto bits = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(d, vdigit))));
+        const __m256i ids = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(i)), lane);
+        const __m256i perm = _mm256_load_si256(reinterpret_cast<const __m256i*>(pack.lanes[bits]));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + size), _mm256_permutevar8x32_epi32(ids, perm));
+        size += static_cast<std::size_t>(__builtin_popcount(bits));
     }
-    collect_digit_tail(w, i, n, shift, mask, digit, out);
+    return collect_digit_scalar(w, i, n, shift, mask, digit, dst, size);
 }
 
 }  // namespace
@@ -283,13 +309,13 @@ std::size_t next_above(std::span<const float> logits, std::size_t from, float th
 }
 
 void collect_digit(std::span<const float> weights, int shift, std::uint32_t mask, std::uint32_t digit,
-                   std::vector<std::uint32_t>& out, simd_level level) {
-    out.clear();
-    if (usable_simd_level(level) == simd_level::avx2) {
-        collect_digit_avx2(weights.data(), weights.size(), shift, mask, digit, out);
-    } else {
-        collect_digit_tail(weights.data(), 0, weights.size(), shift, mask, digit, out);
-    }
+                   index_list& out, simd_level level) {
+    out.reserve_tokens(weights.size());
+    const std::size_t size =
+        usable_simd_level(level) == simd_level::avx2
+            ? collect_digit_avx2(weights.data(), weights.size(), shift, mask, digit, out.data())
+            : collect_digit_scalar(weights.data(), 0, weights.size(), shift, mask, digit, out.data(), 0);
+    out.set_size(size);
 }
 
 weight_sum apply_keep_rule(std::span<float> weights, float w_min, float w_cut, std::size_t i_cut,

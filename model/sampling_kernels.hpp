@@ -44,10 +44,33 @@ double exp_sum(std::span<const float> logits, float max, float inv_t, simd_level
 /// First index i >= from with logits[i] > threshold, or logits.size().
 std::size_t next_above(std::span<const float> logits, std::size_t from, float threshold, simd_level level);
 
-/// Appends to `out` (cleared first) every i with ((bits(w[i]) >> shift) & mask) == digit,
-/// in ascending order: the radix cutoff's pass over the whole vocabulary.
+/// A reusable list of token ids, sized once for a vocabulary (plus slack for 8-wide
+/// stores) and never zero-filled again; `push_back` stays within that reservation.
+class index_list {
+public:
+    void reserve_tokens(std::size_t n) {
+        if (data_.size() < n + 8) data_.resize(n + 8);
+    }
+    std::uint32_t* data() { return data_.data(); }
+    const std::uint32_t* begin() const { return data_.data(); }
+    const std::uint32_t* end() const { return data_.data() + size_; }
+    std::size_t size() const { return size_; }
+    bool empty() const { return size_ == 0; }
+    std::uint32_t operator[](std::size_t i) const { return data_[i]; }
+    void clear() { size_ = 0; }
+    void set_size(std::size_t size) { size_ = size; }
+    void push_back(std::uint32_t v) { data_[size_++] = v; }
+    std::size_t capacity_bytes() const { return data_.capacity() * sizeof(std::uint32_t); }
+
+private:
+    std::vector<std::uint32_t> data_;
+    std::size_t size_ = 0;
+};
+
+/// Fills `out` (reserved for weights.size() tokens) with every i such that
+/// ((bits(w[i]) >> shift) & mask) == digit, ascending: the radix cutoff's vocabulary pass.
 void collect_digit(std::span<const float> weights, int shift, std::uint32_t mask, std::uint32_t digit,
-                   std::vector<std::uint32_t>& out, simd_level level);
+                   index_list& out, simd_level level);
 
 /// Keep rule of the dense path: token i stays iff w >= w_min and (w, -i) >= (w_cut, -i_cut)
 /// lexicographically (the top-p cutoff; pass w_cut = 0, i_cut = n for none). Others are set

@@ -74,7 +74,7 @@ void exponent_histogram(std::span<const float> w, std::vector<double>& hist) {
     for (; j < n; ++j) h[key_of(p[j]) >> spec.shift] += static_cast<double>(p[j]);
 }
 
-void histogram(std::span<const float> w, const std::vector<std::uint32_t>* list, level_spec spec, measure by,
+void histogram(std::span<const float> w, const kernels::index_list* list, level_spec spec, measure by,
                std::vector<double>& hist) {
     if (list == nullptr && by == measure::mass && spec.shift == levels[0].shift) {
         exponent_histogram(w, hist);
@@ -103,8 +103,8 @@ int boundary_digit(const std::vector<double>& hist, level_spec spec, double targ
 
 // Keeps the tokens of one digit; returns true when they all share one weight (then
 // the lower digits need no histogram: a frequent case with quantised logits).
-bool compact(std::span<const float> w, const std::vector<std::uint32_t>* list, level_spec spec, std::uint32_t digit,
-             std::vector<std::uint32_t>& out, simd_level level) {
+bool compact(std::span<const float> w, const kernels::index_list* list, level_spec spec, std::uint32_t digit,
+             kernels::index_list& out, simd_level level) {
     out.clear();
     const auto matches = [&](std::uint32_t i) { return ((key_of(w[i]) >> spec.shift) & spec.mask) == digit; };
     if (list != nullptr) {
@@ -114,7 +114,7 @@ bool compact(std::span<const float> w, const std::vector<std::uint32_t>* list, l
     } else {
         kernels::collect_digit(w, spec.shift, spec.mask, digit, out, level);
     }
-    const std::uint32_t first = out.empty() ? 0 : key_of(w[out.front()]);
+    const std::uint32_t first = out.empty() ? 0 : key_of(w[out[0]]);
     return std::all_of(out.begin(), out.end(), [&](std::uint32_t i) { return key_of(w[i]) == first; });
 }
 
@@ -126,8 +126,10 @@ cutoff radix_cutoff(std::span<const float> weights, double target, measure by, r
     if (n == 0) return keep_all(0);
     target = std::max(target, std::numeric_limits<double>::min());  // at least the best token
     double above = 0.0;
-    const std::vector<std::uint32_t>* source = nullptr;
-    std::vector<std::uint32_t>* sink = &scratch.list_a;
+    scratch.list_a.reserve_tokens(n);
+    scratch.list_b.reserve_tokens(n);
+    const kernels::index_list* source = nullptr;
+    kernels::index_list* sink = &scratch.list_a;
     for (const level_spec& spec : levels) {
         histogram(weights, source, spec, by, scratch.hist);
         const int digit = boundary_digit(scratch.hist, spec, target, above);
@@ -140,7 +142,7 @@ cutoff radix_cutoff(std::span<const float> weights, double target, measure by, r
     // All remaining tokens share one weight and are in ascending token order: the cut
     // is the c-th of them, c = ceil(missing / unit).
     if (source->empty()) return keep_all(n);
-    const float w = weights[source->front()];
+    const float w = weights[(*source)[0]];
     const double unit = by == measure::mass ? static_cast<double>(w) : 1.0;
     const double need = std::ceil((target - above) / unit);
     const std::size_t c = need <= 1.0 ? 1 : std::min(source->size(), static_cast<std::size_t>(need));

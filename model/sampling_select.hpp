@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "model/bf16.hpp"
+#include "model/sampling_kernels.hpp"
 
 namespace calserve::model::select {
 
@@ -46,8 +47,8 @@ constexpr cutoff keep_all(std::size_t n) { return {0.0f, n}; }
 
 struct radix_scratch {
     std::vector<double> hist;
-    std::vector<std::uint32_t> list_a;
-    std::vector<std::uint32_t> list_b;
+    kernels::index_list list_a;
+    kernels::index_list list_b;
 };
 
 enum class measure : std::uint8_t { mass, count };

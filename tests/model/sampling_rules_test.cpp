@@ -25,8 +25,9 @@ struct outcome {
     std::set<std::int32_t> drawn;
 };
 
-outcome run(const std::vector<float>& logits, const sampling_params& sp, int draws = 400, std::uint64_t seed = 3) {
-    sampler smp;
+outcome run(const std::vector<float>& logits, const sampling_params& sp, int draws = 400, std::uint64_t seed = 3,
+            simd_level level = detected_simd_level()) {
+    sampler smp(level);
     request_rng rng(seed);
     outcome o;
     for (int i = 0; i < draws; ++i) {
@@ -198,10 +199,12 @@ TEST_CASE("radix cutoff: large flat nucleus and ties cut by token id", "[samplin
     std::size_t expected_support = 0;
     for (const double p : expected) expected_support += p > 0 ? 1 : 0;
     REQUIRE(expected_support > select::keep_all(0).index + 4096);  // past the candidate lists: radix
-    const auto o = run(logits, sp, 300);
-    CHECK(o.support == expected_support);
-    // Boundary-value tokens are kept by lowest id: any token drawn must be inside the cut.
-    for (const auto t : o.drawn) REQUIRE(expected[static_cast<std::size_t>(t)] > 0);
+    for (const auto level : {simd_level::scalar, simd_level::avx2}) {
+        const auto o = run(logits, sp, 300, 3, level);
+        CHECK(o.support == expected_support);
+        // Boundary-value tokens are kept by lowest id: any token drawn must be inside the cut.
+        for (const auto t : o.drawn) REQUIRE(expected[static_cast<std::size_t>(t)] > 0);
+    }
     // Large top-k goes through the count cutoff: exactly k tokens stay.
     sampling_params k_big;
     k_big.top_k = 10000;
