@@ -1,10 +1,13 @@
 // Tokenizer benchmarks over a ~1 MB seeded mixed corpus (the conformance corpus's
 // generators: prose, many scripts, emoji, code, numbers, whitespace, specials).
 //   BM_tokenizer_encode   encode MB/s (MB = 1e6 input bytes), one thread
+//   BM_tokenizer_encode_prose_code   the same on ~1 MB of English prose and code
+//                         only (word-cache friendly, like most prompts)
 //   BM_tokenizer_decode   decode of the same ids
 //   BM_tokenizer_vs_js    the same corpus through the JavaScript peer (node,
 //                         tests/model/tokenizer_peer.js) and through ours, in one
-//                         run: counters cpp_MBps, js_MBps and ratio (per CPU second)
+//                         run: counters cpp_MBps, js_MBps and ratio (per CPU second);
+//                         /0 on the mixed corpus, /1 on prose and code
 // The tokenizer directory is $CALSERVE_TOKENIZER_DIR, else <source>/.cache/
 // tokenizer-qwen3 with <source> read from the build tree's CMakeCache.txt.
 #include <benchmark/benchmark.h>
@@ -53,19 +56,40 @@ struct fixture {
     std::string error;
 };
 
-const fixture& shared() {
-    static const fixture f = [] {
-        fixture r;
-        auto tok = tokenizer::load(tokenizer_dir());
-        if (!tok) {
-            r.error = "cannot load tokenizer from " + tokenizer_dir().string() + ": " + tok.error().what();
-            return r;
-        }
-        r.tok = tok.value();
-        r.corpus = calserve::test::corpus::bench_corpus(42, 1'000'000);
-        for (const auto& s : r.corpus) r.bytes += s.size();
+// The seeded corpus: the conformance generators, or English prose and code only.
+std::vector<std::string> make_corpus(bool prose_and_code) {
+    if (!prose_and_code) return calserve::test::corpus::bench_corpus(42, 1'000'000);
+    namespace corpus = calserve::test::corpus;
+    corpus::rng g(43);
+    std::vector<std::string> out;
+    std::size_t bytes = 0;
+    while (bytes < 1'000'000) {
+        out.push_back(g.chance(60) ? corpus::english(g, g.between(5, 200)) : corpus::code(g));
+        bytes += out.back().size();
+    }
+    return out;
+}
+
+fixture make_fixture(bool prose_and_code) {
+    fixture r;
+    auto tok = tokenizer::load(tokenizer_dir());
+    if (!tok) {
+        r.error = "cannot load tokenizer from " + tokenizer_dir().string() + ": " + tok.error().what();
         return r;
-    }();
+    }
+    r.tok = tok.value();
+    r.corpus = make_corpus(prose_and_code);
+    for (const auto& s : r.corpus) r.bytes += s.size();
+    return r;
+}
+
+const fixture& shared() {
+    static const fixture f = make_fixture(false);
+    return f;
+}
+
+const fixture& shared_prose_code() {
+    static const fixture f = make_fixture(true);
     return f;
 }
 
@@ -85,6 +109,16 @@ void BM_tokenizer_encode(benchmark::State& state) {
     state.counters["corpus_bytes"] = static_cast<double>(f.bytes);
 }
 BENCHMARK(BM_tokenizer_encode)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+
+void BM_tokenizer_encode_prose_code(benchmark::State& state) {
+    const fixture& f = shared_prose_code();
+    if (!f.tok) return state.SkipWithError(f.error.c_str());
+    std::size_t tokens = 0;
+    for (auto _ : state) tokens = encode_all(f);
+    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * f.bytes));
+    state.counters["tokens"] = static_cast<double>(tokens);
+}
+BENCHMARK(BM_tokenizer_encode_prose_code)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
 void BM_tokenizer_decode(benchmark::State& state) {
     const fixture& f = shared();
@@ -130,7 +164,7 @@ double js_mb_per_s(const fixture& f, std::string& why) {
 }
 
 void BM_tokenizer_vs_js(benchmark::State& state) {
-    const fixture& f = shared();
+    const fixture& f = state.range(0) == 0 ? shared() : shared_prose_code();
     if (!f.tok) return state.SkipWithError(f.error.c_str());
     for (auto _ : state) {
         encode_all(f);  // warm-up, as the peer does
@@ -152,6 +186,7 @@ void BM_tokenizer_vs_js(benchmark::State& state) {
         state.counters["ratio"] = cpp / js;
     }
 }
-BENCHMARK(BM_tokenizer_vs_js)->Iterations(1)->Unit(benchmark::kSecond);
+// Arg 0: the mixed corpus; arg 1: prose and code.
+BENCHMARK(BM_tokenizer_vs_js)->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kSecond);
 
 }  // namespace
