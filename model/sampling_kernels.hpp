@@ -5,8 +5,8 @@
 //!
 //! Each pass is one sweep over the logits with no allocation; AVX2 versions (built with
 //! a target attribute) are chosen at run time as in model/bf16.hpp. The AVX2 exp is a
-//! polynomial (max relative error ~2 ulp against expf), so the scalar and AVX2 paths
-//! agree to ~1e-7 relative, not bit for bit: a seeded request is reproducible on one
+//! polynomial (relative error below 4e-7 against expf, tested), so the scalar and AVX2
+//! paths agree closely but not bit for bit: a seeded request is reproducible on one
 //! machine type, whatever the thread count.
 //!
 //! Invariants: weights are exp((l - max) * inv_temperature) in [0, 1] with the maximum

@@ -9,9 +9,11 @@
 //! - `radix_cutoff`: where the smallest prefix of the (weight desc, token asc) order
 //!   reaches a target mass (top-p) or count (large top-k), found by a three-level radix
 //!   descent over the weights' bit patterns (weights are non-negative floats, so bit
-//!   order is value order). Each level builds a 1024-bucket histogram and keeps only the
-//!   boundary bucket, so the cost is one pass over the vocabulary plus passes over
-//!   ever smaller lists; equal weights end in one list and are cut by token order.
+//!   order is value order): the 8 exponent bits over the whole vocabulary, then 11 and
+//!   12 mantissa bits over the boundary bucket's list only. Each level keeps only the
+//!   bucket where the running total crosses the target, so the cost is two passes over
+//!   the vocabulary plus passes over ever smaller lists; once a list holds one weight
+//!   value it is cut by token order without further levels.
 //!
 //! Order used everywhere: higher value first, ties to the lower token id. `cutoff`
 //! means: keep token i iff (w_i, -i) >= (weight, -index) lexicographically.

@@ -3,9 +3,11 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <set>
 
+#include "model/sampling_kernels.hpp"
 #include "model/sampling_select.hpp"
 #include "sampling_reference.hpp"
 
@@ -288,4 +290,25 @@ TEST_CASE("after warm-up a step allocates nothing (scratch capacity is stable)",
         for (const auto& sp : mix) step(sp);
     }
     CHECK(smp.scratch_bytes() == warmed);
+}
+
+TEST_CASE("exp weights: AVX2 polynomial within 4e-7 of the scalar expf, exact 1 at the max", "[sampling][kernels]") {
+    std::vector<float> logits;
+    for (int i = 0; i <= 200000; ++i) logits.push_back(-87.0f * static_cast<float>(i) / 200000.0f);
+    logits.push_back(-std::numeric_limits<float>::infinity());
+    logits.push_back(-100.0f);  // below the smallest normal result: 0
+    std::vector<float> wa(logits.size()), ws(logits.size());
+    std::vector<float> ba(kernels::block_count(logits.size())), bs(ba.size());
+    const auto sa = kernels::exp_weights(logits, 0.0f, 1.0f, wa, ba, simd_level::avx2);
+    const auto ss = kernels::exp_weights(logits, 0.0f, 1.0f, ws, bs, simd_level::scalar);
+    double worst = 0;
+    for (std::size_t i = 0; i + 2 < logits.size(); ++i) {
+        worst = std::max(worst, std::fabs(static_cast<double>(wa[i]) - ws[i]) / ws[i]);
+    }
+    CHECK(worst < 4e-7);
+    CHECK(wa[0] == 1.0f);
+    CHECK(wa[logits.size() - 2] == 0.0f);
+    CHECK(wa[logits.size() - 1] == 0.0f);
+    CHECK(sa.total == Approx(ss.total).epsilon(1e-6));
+    CHECK(sa.positive == logits.size() - 2);
 }
