@@ -2,6 +2,7 @@
 // response as SSE (stream) or one JSON object (aggregate). While either runs, the
 // connection's read side is watched: a client that goes away cancels its request.
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -69,6 +70,18 @@ std::variant<api_request, api_error> admit_request(http_server::impl& srv, api_k
     srv.metrics.phase_seconds(actors::metrics::phase::tokenize).observe(tokenize_s);
     if (err) return *err;
     return std::move(req);
+}
+
+asio::awaitable<bool> apply_client_stall(const server_options& o, std::string request_id) {
+    if (!o.client_stall) co_return true;
+    auto stall = o.client_stall(request_id);
+    if (!stall) co_return true;
+    if (*stall <= 0) co_return false;
+    asio::steady_timer t(co_await asio::this_coro::executor,
+                         std::chrono::microseconds(static_cast<std::int64_t>(*stall * 1000.0)));
+    auto [ec] = co_await t.async_wait(asio::as_tuple(use_awaitable));
+    (void)ec;
+    co_return true;
 }
 
 namespace {
@@ -143,6 +156,11 @@ asio::awaitable<void> pump_sse(generation& g, beast::tcp_stream& stream) {
         g.channel->take(events, over);
         std::string out = sse_batch(g, events, over);
         if (out.empty()) continue;
+        const bool consumer_present = co_await apply_client_stall(g.srv->options, g.id);
+        if (!consumer_present) {
+            g.write_failed = true;  // the consumer vanished
+            co_return;
+        }
         const auto t0 = steady_clock::now();
         stream.expires_after(g.srv->options.write_timeout);
         auto [ec, n] = co_await asio::async_write(stream, http::make_chunk(asio::buffer(out)),

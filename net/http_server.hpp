@@ -17,7 +17,9 @@
 //! finish or destroy it, then destroy the engine).
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "actors/engine.hpp"
@@ -45,6 +47,11 @@ struct server_options {
     std::chrono::seconds retry_after{1};            // Retry-After on 429/503
     std::chrono::seconds idle_timeout{60};          // keep-alive wait for the next request
     std::chrono::seconds write_timeout{30};         // one socket write to the client
+    // Fault injection (fault point client_stall), asked before each write of a stream's
+    // events: nullopt = no fault; > 0 = the consumer stalls that many milliseconds first
+    // (a slow client); <= 0 = the consumer vanishes (connection closed, request cancelled).
+    // Empty = never asked. The daemon wires it to its fault registry.
+    std::function<std::optional<double>(const std::string& request_id)> client_stall;
 
     // server.host/port/api_key/max_body_bytes/ws_write_queue/timing_log, runtime.default_max_tokens.
     static server_options from_config(const config& c);

@@ -112,6 +112,10 @@ void count_outcome(actors::calserve_metrics& m, actors::finish_reason r);
 // The error a non-successful finish reports (timeout -> 504, error -> its status, ...).
 api_error finish_error(const actors::generation_result& r);
 
+// Applies an injected client_stall before a write: waits out a stall; returns false
+// when the consumer is to vanish.
+asio::awaitable<bool> apply_client_stall(const server_options& o, std::string request_id);
+
 double seconds_between(steady_clock::time_point a, steady_clock::time_point b);
 
 }  // namespace calserve::net

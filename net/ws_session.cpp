@@ -239,6 +239,11 @@ asio::awaitable<void> ws_writer(ws_session& s) {
         }
         for (const auto& ev : events) {
             extra.clear();
+            if (ev.is_token() && s.streams.contains(ev.stream)) {
+                const bool consumer_present =
+                    co_await apply_client_stall(s.srv->options, s.streams.at(ev.stream).request_id);
+                if (!consumer_present) co_return;  // vanished: the session ends and cancels its streams
+            }
             std::string msg = s.render(ev, extra);
             if (!msg.empty()) extra.insert(extra.begin(), std::move(msg));
             for (const auto& m : extra) {

@@ -333,3 +333,32 @@ TEST_CASE("Every status maps to an HTTP error code in one place") {
     CHECK(net::map_status(status::deadline_exceeded).http_status == 504);
     CHECK(net::map_status(status::internal).http_status == 500);
 }
+
+TEST_CASE("Injected client_stall: a stalled SSE consumer overflows and is cancelled; a vanished one is cancelled") {
+    std::atomic<int> mode{1};  // 1 = stall 20 ms per write, 0 = vanish
+    net::server_options o;
+    o.write_queue = 4;
+    o.client_stall = [&mode](const std::string&) -> std::optional<double> { return mode.load() ? 20.0 : 0.0; };
+    server_fixture f(o);
+    auto r = post(f.port, "/v1/completions", R"({"prompt":"x","max_tokens":200,"stream":true})");
+    REQUIRE(r.result_int() == 200);
+    auto events = sse_events(r.body());
+    REQUIRE(events.has_value());
+    CHECK(events->back() == "[DONE]");
+    CHECK(r.body().find("queue_full") != std::string::npos);
+    REQUIRE(f.engine.cancels().size() == 1);
+
+    mode = 0;
+    f.engine.gate_open = false;
+    asio::io_context ioc;
+    auto s = connect(ioc, f.port);
+    http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
+    req.set(http::field::host, "x");
+    req.body() = R"({"prompt":"x","max_tokens":50,"stream":true})";
+    req.prepare_payload();
+    http::write(s, req);
+    REQUIRE(wait_until([&] { return f.engine.in_flight() == 1; }));
+    f.engine.gate_open = true;
+    REQUIRE(wait_until([&] { return f.engine.cancels().size() == 2; }));
+    CHECK(f.engine.cancels().back() == f.engine.submitted().back().id);
+}
