@@ -102,6 +102,12 @@ result<std::shared_ptr<const tokenizer>> tokenizer::load(const std::filesystem::
 }
 
 result<std::vector<token_id>> tokenizer::encode(std::string_view text) const {
+    // Merge positions are 32-bit; no request comes near this (HTTP bodies are capped far lower).
+    constexpr std::size_t max_input_bytes = std::size_t{1} << 30;
+    if (text.size() > max_input_bytes) {
+        return make_error(status::invalid_argument, "input of " + std::to_string(text.size()) +
+                                                        " bytes exceeds the tokenizer limit of 1 GiB");
+    }
     if (std::size_t bad = detail::find_invalid_utf8(text); bad != detail::utf8_valid) {
         char hex[8];
         std::snprintf(hex, sizeof hex, "0x%02X", static_cast<unsigned>(static_cast<std::uint8_t>(text[bad])));

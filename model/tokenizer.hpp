@@ -42,6 +42,7 @@ public:
     static result<std::shared_ptr<const tokenizer>> load(const std::filesystem::path& dir);
 
     // Text -> ids; special/added tokens in the text are matched inline, none added.
+    // Invalid UTF-8 or more than 1 GiB of input -> invalid_argument.
     result<std::vector<token_id>> encode(std::string_view text) const;
     // Ids -> text (special tokens included verbatim); unknown id -> invalid_argument.
     result<std::string> decode(std::span<const token_id> ids) const;
