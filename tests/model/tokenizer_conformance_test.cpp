@@ -50,7 +50,7 @@ TEST_CASE("tokenizer conformance with the JavaScript implementation (node)") {
     if (!fs::exists(package / "package.json")) FAIL("npm package missing at " << package << ": run tools/bootstrap");
     auto tok = calserve::test::qwen3_tokenizer();
 
-    auto strings = corpus::conformance_corpus(20261130, 2100, sanitized ? 10000 : 40000);
+    auto strings = corpus::conformance_corpus(20261130, 2100, sanitized ? 8000 : 20000);
     REQUIRE(strings.size() >= 2000);
     const fs::path dir = calserve::test::scratch_dir("tokenizer-conformance");
     {
