@@ -40,6 +40,8 @@ void linear(thread_pool& pool, const tensor_view& w, const float* x, std::int64_
             std::int64_t ldy);
 
 float dot_f32(const float* a, const float* b, std::int64_t n);
+// Sum of n floats with four independent accumulators (a pure read stream; the benchmarks' bandwidth probe).
+float sum_f32(const float* a, std::int64_t n);
 // y += a * x
 void axpy_f32(float a, const float* x, float* y, std::int64_t n);
 // out = x / sqrt(mean(x^2) + eps) * w (out may alias x).
