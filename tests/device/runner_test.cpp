@@ -111,3 +111,28 @@ TEST_CASE("logits comparison metrics") {
     CHECK(swapped.top5_overlap == 5);
     CHECK(swapped.cosine < 1.0);
 }
+
+TEST_CASE("runner stress and fault in real time: timer and compute threads, same verdicts") {
+    sim::realtime_scheduler clock;
+    sim::sim_options so;
+    so.scheduler = &clock;
+    so.latency.step_ms = 0.2;
+    so.latency.d2h_ms = 0.1;
+    so.kv_block_tokens = 16;
+    so.make_model = [](const package_spec& s) -> result<std::unique_ptr<model::causal_lm>> {
+        return std::unique_ptr<model::causal_lm>(std::make_unique<test::history_lm>(s.vocab_size));
+    };
+    auto dev = sim::sim_device::create(so);
+    REQUIRE(dev->load(test::tiny_spec()).ok());
+    REQUIRE(dev->configure().ok());
+    REQUIRE(dev->warmup().ok());
+    test::history_lm reference(test::k_vocab);
+    auto o = small_options();
+    o.fault_wait_limit = 50ms;
+    auto stress = runner::run_stress(*dev, reference, o);
+    INFO(boost::json::serialize(stress.json));
+    CHECK(stress.pass);
+    auto fault = runner::run_fault(*dev, dev->faults(), reference, o);
+    INFO(boost::json::serialize(fault.json));
+    CHECK(fault.pass);
+}
