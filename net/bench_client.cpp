@@ -1,0 +1,230 @@
+#include "net/bench_client.hpp"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/json.hpp>
+
+#include "net/bench_sse.hpp"
+
+namespace calserve::net::bench {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace json = boost::json;
+using tcp = asio::ip::tcp;
+
+result<endpoint> parse_url(std::string_view url) {
+    constexpr std::string_view scheme = "http://";
+    if (url.substr(0, scheme.size()) != scheme)
+        return make_error(status::invalid_argument, "url: only http://host[:port][/prefix] is supported");
+    auto rest = url.substr(scheme.size());
+    const auto slash = rest.find('/');
+    auto hostport = rest.substr(0, slash);
+    endpoint ep;
+    if (slash != std::string_view::npos) ep.base = std::string(rest.substr(slash));
+    while (!ep.base.empty() && ep.base.back() == '/') ep.base.pop_back();
+    const auto colon = hostport.rfind(':');
+    if (colon == std::string_view::npos) {
+        ep.host = std::string(hostport);
+        ep.port = "80";
+    } else {
+        ep.host = std::string(hostport.substr(0, colon));
+        ep.port = std::string(hostport.substr(colon + 1));
+    }
+    if (ep.host.empty() || ep.port.empty() || ep.port.find_first_not_of("0123456789") != std::string::npos)
+        return make_error(status::invalid_argument, "url: bad host or port in '" + std::string(url) + "'");
+    return ep;
+}
+
+namespace {
+
+http::request<http::string_body> make_request(const endpoint& ep, bool post, const std::string& path,
+                                              const std::string& body) {
+    http::request<http::string_body> req{post ? http::verb::post : http::verb::get, ep.base + path, 11};
+    req.set(http::field::host, ep.host);
+    req.set(http::field::user_agent, "calserve-bench");
+    if (post) req.set(http::field::content_type, "application/json");
+    if (!ep.api_key.empty()) req.set(http::field::authorization, "Bearer " + ep.api_key);
+    req.body() = body;
+    req.prepare_payload();
+    return req;
+}
+
+result<void> connect(beast::tcp_stream& stream, asio::io_context& ioc, const endpoint& ep) {
+    boost::system::error_code ec;
+    tcp::resolver resolver(ioc);
+    const auto hits = resolver.resolve(ep.host, ep.port, ec);
+    if (ec) return make_error(status::io_error, "resolve " + ep.host + ": " + ec.message());
+    stream.connect(hits, ec);
+    if (ec) return make_error(status::io_error, "connect " + ep.host + ":" + ep.port + ": " + ec.message());
+    return {};
+}
+
+double seconds_since(bench_clock::time_point origin) {
+    return std::chrono::duration<double>(bench_clock::now() - origin).count();
+}
+
+}  // namespace
+
+result<http_reply> http_call(const endpoint& ep, bool post, const std::string& path, const std::string& body,
+                             std::chrono::milliseconds timeout) {
+    asio::io_context ioc;
+    beast::tcp_stream stream(ioc);
+    stream.expires_after(timeout);
+    if (auto c = connect(stream, ioc, ep); !c) return c.error();
+    boost::system::error_code ec;
+    http::write(stream, make_request(ep, post, path, body), ec);
+    if (ec) return make_error(status::io_error, "write: " + ec.message());
+    beast::flat_buffer buf;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(256 * 1024 * 1024);
+    http::read(stream, buf, parser, ec);
+    if (ec) return make_error(status::io_error, "read " + path + ": " + ec.message());
+    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+    return http_reply{static_cast<int>(parser.get().result_int()), parser.get().body()};
+}
+
+result<server_info> fetch_server_info(const endpoint& ep, std::chrono::milliseconds timeout) {
+    auto r = http_call(ep, false, "/v1/models", "", timeout);
+    if (!r) return r.error();
+    if (r->status != 200) return make_error(status::io_error, "/v1/models: HTTP " + std::to_string(r->status));
+    boost::system::error_code ec;
+    const auto v = json::parse(r->body, ec);
+    const auto* data = (!ec && v.is_object()) ? v.get_object().if_contains("data") : nullptr;
+    if (data == nullptr || !data->is_array() || data->get_array().empty() || !data->get_array()[0].is_object())
+        return make_error(status::parse_error, "/v1/models: no model listed");
+    const auto& m = data->get_array()[0].get_object();
+    server_info info;
+    if (const auto* id = m.if_contains("id"); id != nullptr && id->is_string()) info.model = std::string(id->get_string());
+    if (const auto* len = m.if_contains("max_model_len"); len != nullptr && len->is_int64())
+        info.max_model_len = len->get_int64();
+    return info;
+}
+
+result<std::vector<std::int64_t>> tokenize_remote(const endpoint& ep, const std::string& text,
+                                                  std::chrono::milliseconds timeout) {
+    json::object body{{"prompt", text}};
+    auto r = http_call(ep, true, "/tokenize", json::serialize(body), timeout);
+    if (!r) return r.error();
+    if (r->status != 200) return make_error(status::io_error, "/tokenize: HTTP " + std::to_string(r->status));
+    boost::system::error_code ec;
+    const auto v = json::parse(r->body, ec);
+    const auto* toks = (!ec && v.is_object()) ? v.get_object().if_contains("tokens") : nullptr;
+    if (toks == nullptr || !toks->is_array()) return make_error(status::parse_error, "/tokenize: no tokens array");
+    std::vector<std::int64_t> ids;
+    ids.reserve(toks->get_array().size());
+    for (const auto& t : toks->get_array()) {
+        if (!t.is_int64()) return make_error(status::parse_error, "/tokenize: non-integer token");
+        ids.push_back(t.get_int64());
+    }
+    return ids;
+}
+
+namespace {
+
+std::string completion_body(const stream_request& req) {
+    json::array prompt;
+    for (auto id : req.prompt) prompt.push_back(id);
+    json::object body{{"model", req.model},
+                      {"prompt", std::move(prompt)},
+                      {"max_tokens", req.max_tokens},
+                      {"stream", true},
+                      {"ignore_eos", true},
+                      {"temperature", 0.0},
+                      {"stream_options", json::object{{"include_usage", true}}}};
+    return json::serialize(body);
+}
+
+void on_event(std::string_view data, bench_clock::time_point origin, request_record& rec, std::int64_t& events,
+              bool& done) {
+    const auto c = parse_stream_chunk(data);
+    if (c.done) {
+        done = true;
+        return;
+    }
+    if (c.malformed || c.has_error) {
+        rec.error = c.malformed ? "malformed stream event" : "stream error: " + c.error;
+        return;
+    }
+    if (rec.request_id.empty()) rec.request_id = c.id;
+    if (!c.finish_reason.empty()) rec.finish_reason = c.finish_reason;
+    if (c.usage_completion_tokens >= 0) rec.completion_tokens = c.usage_completion_tokens;
+    if (c.text_events > 0) {
+        const double t = seconds_since(origin);
+        if (rec.t_first_token < 0) rec.t_first_token = t;
+        for (std::int64_t i = 0; i < c.text_events; ++i) rec.token_times.push_back(t);
+        events += c.text_events;
+    }
+}
+
+// Reads the chunked body piece by piece so each event gets its own arrival time.
+void read_stream(beast::tcp_stream& stream, beast::flat_buffer& buf, http::response_parser<http::buffer_body>& p,
+                 bench_clock::time_point origin, request_record& rec) {
+    sse_parser sse;
+    std::int64_t events = 0;
+    bool done = false;
+    char chunk[16384];
+    boost::system::error_code ec;
+    while (!p.is_done()) {
+        p.get().body().data = chunk;
+        p.get().body().size = sizeof chunk;
+        http::read(stream, buf, p, ec);
+        if (ec == http::error::need_buffer) ec = {};
+        if (ec) {
+            rec.error = "read: " + ec.message();
+            return;
+        }
+        const auto n = sizeof chunk - p.get().body().size;
+        sse.feed(std::string_view(chunk, n), [&](std::string_view d) { on_event(d, origin, rec, events, done); });
+    }
+    rec.t_done = seconds_since(origin);
+    if (rec.completion_tokens == 0) rec.completion_tokens = events;
+    if (!done && rec.error.empty()) rec.error = "stream ended without [DONE]";
+    rec.ok = rec.error.empty() && rec.t_first_token >= 0;
+    if (rec.error.empty() && !rec.ok) rec.error = "no token received";
+}
+
+}  // namespace
+
+void stream_completion(const endpoint& ep, const stream_request& req, bench_clock::time_point origin,
+                       request_record& rec) {
+    rec.prompt_tokens = static_cast<std::int64_t>(req.prompt.size());
+    rec.max_tokens = req.max_tokens;
+    asio::io_context ioc;
+    beast::tcp_stream stream(ioc);
+    stream.expires_after(req.timeout);
+    const auto http_req = make_request(ep, true, "/v1/completions", completion_body(req));
+    rec.t_send = seconds_since(origin);
+    if (auto c = connect(stream, ioc, ep); !c) {
+        rec.error = c.error().message;
+        return;
+    }
+    boost::system::error_code ec;
+    http::write(stream, http_req, ec);
+    if (ec) {
+        rec.error = "write: " + ec.message();
+        return;
+    }
+    beast::flat_buffer buf;
+    http::response_parser<http::buffer_body> p;
+    p.body_limit(boost::none);
+    http::read_header(stream, buf, p, ec);
+    rec.t_first_byte = seconds_since(origin);
+    if (ec) {
+        rec.error = "read header: " + ec.message();
+        return;
+    }
+    rec.http_status = static_cast<int>(p.get().result_int());
+    if (auto it = p.get().find("X-Request-Id"); it != p.get().end()) rec.request_id = std::string(it->value());
+    if (rec.http_status != 200) {
+        rec.error = "HTTP " + std::to_string(rec.http_status);
+        return;
+    }
+    read_stream(stream, buf, p, origin, rec);
+    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+}
+
+}  // namespace calserve::net::bench

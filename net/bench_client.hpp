@@ -1,0 +1,82 @@
+#pragma once
+//! HTTP client side of `calserve bench`: plain-HTTP calls to an OpenAI-compatible
+//! server (models, tokenize) and one streamed completion with a client clock on
+//! every event (send, first byte, first token, every token, done).
+//!
+//! Fault model: every network or protocol failure is a value (a `result` error or
+//! a record with ok=false and an error text), never an exception out of here; each
+//! call has a deadline so a stuck server cannot hang the harness. One connection per
+//! in-flight request (no pooling), so connection reuse never hides queueing.
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/result.hpp"
+
+namespace calserve::net::bench {
+
+struct endpoint {
+    std::string host;
+    std::string port;
+    std::string base;  // path prefix without trailing '/', e.g. "" or "/api"
+    std::string api_key;
+};
+
+// Accepts http://host[:port][/prefix]; https is refused (no TLS in the harness).
+result<endpoint> parse_url(std::string_view url);
+
+struct http_reply {
+    int status = 0;
+    std::string body;
+};
+
+// One request/response on a fresh connection, bounded by `timeout`.
+result<http_reply> http_call(const endpoint& ep, bool post, const std::string& path, const std::string& body,
+                             std::chrono::milliseconds timeout);
+
+struct server_info {
+    std::string model;
+    std::int64_t max_model_len = 0;  // 0 when the server does not say
+};
+
+// GET /v1/models: the first model and its usable context (`max_model_len`).
+result<server_info> fetch_server_info(const endpoint& ep, std::chrono::milliseconds timeout);
+// POST /tokenize {"prompt": text} -> token ids.
+result<std::vector<std::int64_t>> tokenize_remote(const endpoint& ep, const std::string& text,
+                                                  std::chrono::milliseconds timeout);
+
+using bench_clock = std::chrono::steady_clock;
+
+// Client-side record of one streamed completion; times in seconds since `origin`.
+struct request_record {
+    std::size_t index = 0;
+    std::string server;     // which endpoint (label) served it
+    bool warmup = false;
+    bool ok = false;
+    int http_status = 0;
+    std::string error;
+    std::string request_id;  // X-Request-Id or the chunk id
+    std::int64_t prompt_tokens = 0;
+    std::int64_t max_tokens = 0;
+    std::int64_t completion_tokens = 0;  // usage, else token events
+    std::string finish_reason;
+    double t_send = -1.0;
+    double t_first_byte = -1.0;
+    double t_first_token = -1.0;
+    double t_done = -1.0;
+    std::vector<double> token_times;
+};
+
+struct stream_request {
+    std::string model;
+    std::vector<std::int64_t> prompt;
+    std::int64_t max_tokens = 1;
+    std::chrono::milliseconds timeout{600000};
+};
+
+// Sends one `stream: true` completion (ignore_eos, include_usage) and fills `rec`.
+void stream_completion(const endpoint& ep, const stream_request& req, bench_clock::time_point origin,
+                       request_record& rec);
+
+}  // namespace calserve::net::bench

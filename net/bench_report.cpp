@@ -1,0 +1,188 @@
+#include "net/bench_report.hpp"
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <cstdio>
+#include <limits>
+
+namespace calserve::net::bench {
+namespace json = boost::json;
+
+namespace {
+
+double ttft_s(const request_record& r) { return r.t_first_token - r.t_send; }
+double e2e_s(const request_record& r) { return r.t_done - r.t_send; }
+
+std::optional<double> tpot_s(const request_record& r) { return request_tpot(e2e_s(r), ttft_s(r), r.completion_tokens); }
+
+std::uint64_t mix(std::uint64_t seed, std::uint64_t k) { return seed ^ (0x9E3779B97F4A7C15ULL * (k + 1)); }
+
+double to_ms(double s) { return s * 1000.0; }
+
+}  // namespace
+
+bool meets_slo(const request_record& r, const slo& s) {
+    if (!r.ok) return false;
+    if (s.ttft_ms && to_ms(ttft_s(r)) > *s.ttft_ms) return false;
+    if (s.tpot_ms) {
+        const auto t = tpot_s(r);
+        if (t && to_ms(*t) > *s.tpot_ms) return false;
+    }
+    return true;
+}
+
+namespace {
+
+void fill_window(std::span<const request_record> records, run_summary& out) {
+    double first = std::numeric_limits<double>::max();
+    double last = 0.0;
+    for (const auto& r : records) {
+        if (r.warmup || !r.ok) continue;
+        first = std::min(first, r.t_send);
+        last = std::max(last, r.t_done);
+    }
+    out.window_s = last > first ? last - first : 0.0;
+    std::vector<span_interval> spans;
+    for (const auto& r : records)
+        if (r.t_send >= 0 && r.t_done >= r.t_send) spans.push_back({r.t_send, r.t_done});
+    const double l = out.window_s > 0 ? mean_concurrency(spans, first, last) : 0.0;
+    out.littles = littles_law_check(l, out.succeeded, out.window_s, out.e2e_ms.mean / 1000.0);
+}
+
+}  // namespace
+
+run_summary summarize_run(std::span<const request_record> records, const slo& s, std::uint64_t seed) {
+    run_summary out;
+    std::vector<double> ttft, tpot, itl, e2e;
+    for (const auto& r : records) {
+        if (r.warmup) continue;
+        ++out.measured;
+        if (!r.ok) {
+            ++out.failed;
+            continue;
+        }
+        ++out.succeeded;
+        if (meets_slo(r, s)) ++out.met_slo;
+        out.output_tokens += r.completion_tokens;
+        ttft.push_back(to_ms(ttft_s(r)));
+        e2e.push_back(to_ms(e2e_s(r)));
+        if (auto t = tpot_s(r)) tpot.push_back(to_ms(*t));
+        for (double g : inter_token_gaps(r.token_times)) itl.push_back(to_ms(g));
+    }
+    out.ttft_ms = summarize(ttft, mix(seed, 0));
+    out.tpot_ms = summarize(tpot, mix(seed, 1));
+    out.itl_ms = summarize(itl, mix(seed, 2));
+    out.e2e_ms = summarize(e2e, mix(seed, 3));
+    fill_window(records, out);
+    if (out.window_s > 0) {
+        out.request_throughput = static_cast<double>(out.succeeded) / out.window_s;
+        out.token_throughput = static_cast<double>(out.output_tokens) / out.window_s;
+        out.goodput = static_cast<double>(out.met_slo) / out.window_s;
+    }
+    return out;
+}
+
+json::object record_json(const request_record& r) {
+    json::array tokens;
+    for (double t : r.token_times) tokens.push_back(t);
+    json::object o{{"index", r.index},
+                   {"server", r.server},
+                   {"warmup", r.warmup},
+                   {"ok", r.ok},
+                   {"http_status", r.http_status},
+                   {"request_id", r.request_id},
+                   {"prompt_tokens", r.prompt_tokens},
+                   {"max_tokens", r.max_tokens},
+                   {"completion_tokens", r.completion_tokens},
+                   {"finish_reason", r.finish_reason},
+                   {"t_send", r.t_send},
+                   {"t_first_byte", r.t_first_byte},
+                   {"t_first_token", r.t_first_token},
+                   {"t_done", r.t_done},
+                   {"token_times", std::move(tokens)}};
+    if (!r.error.empty()) o["error"] = r.error;
+    return o;
+}
+
+namespace {
+
+json::object metric_json(const metric_summary& m) {
+    return json::object{{"count", m.count}, {"mean", m.mean},   {"p50", m.p50},
+                        {"p90", m.p90},     {"p99", m.p99},     {"mad", m.mad},
+                        {"min", m.min},     {"max", m.max},     {"mean_ci95", json::array{m.mean_ci.lo, m.mean_ci.hi}}};
+}
+
+std::string row(const char* name, const metric_summary& m) {
+    char line[256];
+    std::snprintf(line, sizeof line, "%-10s %6zu %9.2f %9.2f %9.2f %9.2f %8.2f  [%.2f, %.2f]\n", name, m.count, m.mean,
+                  m.p50, m.p90, m.p99, m.mad, m.mean_ci.lo, m.mean_ci.hi);
+    return line;
+}
+
+}  // namespace
+
+json::object summary_json(const run_summary& s) {
+    return json::object{
+        {"measured", s.measured},
+        {"succeeded", s.succeeded},
+        {"failed", s.failed},
+        {"met_slo", s.met_slo},
+        {"window_s", s.window_s},
+        {"output_tokens", s.output_tokens},
+        {"request_throughput_rps", s.request_throughput},
+        {"token_throughput_tps", s.token_throughput},
+        {"goodput_rps", s.goodput},
+        {"ttft_ms", metric_json(s.ttft_ms)},
+        {"tpot_ms", metric_json(s.tpot_ms)},
+        {"itl_ms", metric_json(s.itl_ms)},
+        {"e2e_ms", metric_json(s.e2e_ms)},
+        {"littles_law", json::object{{"mean_concurrency", s.littles.mean_concurrency},
+                                     {"arrival_rate_rps", s.littles.arrival_rate},
+                                     {"mean_latency_s", s.littles.mean_latency_s},
+                                     {"predicted_concurrency", s.littles.predicted},
+                                     {"ratio", s.littles.ratio}}}};
+}
+
+std::string summary_table(const run_summary& s, const std::string& title) {
+    std::string out = "== " + title + " ==\n";
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "requests %zu measured, %zu ok, %zu failed; window %.3f s; %lld output tokens\n"
+                  "throughput %.2f req/s, %.1f tok/s; goodput %.2f req/s (%zu met SLO)\n",
+                  s.measured, s.succeeded, s.failed, s.window_s, static_cast<long long>(s.output_tokens),
+                  s.request_throughput, s.token_throughput, s.goodput, s.met_slo);
+    out += line;
+    out += "metric (ms)     n      mean       p50       p90       p99      MAD  mean 95% CI\n";
+    out += row("TTFT", s.ttft_ms) + row("TPOT", s.tpot_ms) + row("ITL", s.itl_ms) + row("E2E", s.e2e_ms);
+    std::snprintf(line, sizeof line, "Little's law: measured L %.3f vs lambda x W %.3f (ratio %.3f)\n",
+                  s.littles.mean_concurrency, s.littles.predicted, s.littles.ratio);
+    out += line;
+    return out;
+}
+
+namespace {
+double ratio(double b, double a) { return a > 0 ? b / a : 0.0; }
+}  // namespace
+
+json::object compare_ratios(const run_summary& a, const run_summary& b) {
+    return json::object{{"ttft_mean", ratio(b.ttft_ms.mean, a.ttft_ms.mean)},
+                        {"ttft_p99", ratio(b.ttft_ms.p99, a.ttft_ms.p99)},
+                        {"tpot_mean", ratio(b.tpot_ms.mean, a.tpot_ms.mean)},
+                        {"e2e_mean", ratio(b.e2e_ms.mean, a.e2e_ms.mean)},
+                        {"window", ratio(b.window_s, a.window_s)},
+                        {"request_throughput", ratio(b.request_throughput, a.request_throughput)},
+                        {"token_throughput", ratio(b.token_throughput, a.token_throughput)}};
+}
+
+std::string compare_table(const run_summary& a, const run_summary& b) {
+    const auto r = compare_ratios(a, b);
+    std::string out = "== B / A ratios ==\n";
+    for (const auto& [k, v] : r) {
+        char line[96];
+        std::snprintf(line, sizeof line, "%-20s %8.3f\n", std::string(k).c_str(), v.as_double());
+        out += line;
+    }
+    return out;
+}
+
+}  // namespace calserve::net::bench
