@@ -171,7 +171,9 @@ void read_stream(beast::tcp_stream& stream, beast::flat_buffer& buf, http::respo
     while (!p.is_done()) {
         p.get().body().data = chunk;
         p.get().body().size = sizeof chunk;
-        http::read(stream, buf, p, ec);
+        // read_some returns as soon as parsed body bytes are available (read() would
+        // wait for the whole buffer and batch tokens, hiding inter-token latency).
+        http::read_some(stream, buf, p, ec);
         if (ec == http::error::need_buffer) ec = {};
         if (ec) {
             rec.error = "read: " + ec.message();
