@@ -1,0 +1,59 @@
+#include "actors/kv_pool.hpp"
+
+#include <string>
+
+namespace calserve::actors {
+
+kv_pool::kv_pool(std::int64_t total_blocks, std::int64_t block_tokens)
+    : total_blocks_(total_blocks), block_tokens_(block_tokens > 0 ? block_tokens : 1), free_blocks_(total_blocks) {}
+
+std::optional<kv_plan> kv_pool::try_reserve(sequence_id seq, std::int64_t tokens) const {
+    if (tokens <= 0 || held_.contains(seq)) return std::nullopt;
+    std::int64_t blocks = blocks_for(tokens);
+    if (blocks > free_blocks_) return std::nullopt;
+    return kv_plan{seq, blocks, tokens};
+}
+
+void_result kv_pool::commit(const kv_plan& plan) {
+    if (held_.contains(plan.seq))
+        return make_error(status::sequence_exists, "sequence " + std::to_string(plan.seq) + " already holds KV");
+    if (plan.blocks > free_blocks_) return make_error(status::kv_full, "plan no longer fits");
+    free_blocks_ -= plan.blocks;
+    held_[plan.seq] = holding{plan.blocks, 0};
+    return {};
+}
+
+void_result kv_pool::extend(sequence_id seq, std::int64_t length) {
+    auto it = held_.find(seq);
+    if (it == held_.end()) return make_error(status::unknown_sequence, "sequence " + std::to_string(seq));
+    if (length > it->second.blocks * block_tokens_)
+        return make_error(status::kv_full, "sequence " + std::to_string(seq) + " past its reservation");
+    it->second.used_tokens = length;
+    return {};
+}
+
+std::int64_t kv_pool::release(sequence_id seq) {
+    auto it = held_.find(seq);
+    if (it == held_.end()) return 0;
+    std::int64_t blocks = it->second.blocks;
+    free_blocks_ += blocks;
+    held_.erase(it);
+    return blocks;
+}
+
+std::int64_t kv_pool::used_blocks() const {
+    std::int64_t used = 0;
+    for (const auto& [seq, h] : held_) used += blocks_for(h.used_tokens);
+    return used;
+}
+
+bool kv_pool::conserved() const {
+    std::int64_t reserved = 0;
+    for (const auto& [seq, h] : held_) {
+        if (h.used_tokens > h.blocks * block_tokens_) return false;
+        reserved += h.blocks;
+    }
+    return free_blocks_ >= 0 && free_blocks_ + reserved == total_blocks_;
+}
+
+}  // namespace calserve::actors

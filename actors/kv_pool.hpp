@@ -1,0 +1,67 @@
+#pragma once
+//! KV budget accounting in blocks (pure, no actor): the KvManager actor applies it.
+//!
+//! Plan/commit: `try_reserve(seq, tokens)` plans enough blocks for the whole
+//! sequence (prompt + max_tokens) and returns nothing when they are not free
+//! ("wait or push back"); `commit` makes the plan the sequence's reservation.
+//! `extend(seq, length)` moves the used-token mark inside the reservation, per
+//! token; `release(seq)` returns every block. Reserving the whole sequence up
+//! front means a running sequence can never run out of KV mid-decode, so no
+//! preemption is needed (docs/decisions.md).
+//!
+//! Invariants: free + sum(reserved) == total; used_tokens(seq) <= reserved
+//! blocks x block_tokens; a sequence holds at most one reservation.
+#include <cstdint>
+#include <map>
+#include <optional>
+
+#include "config/result.hpp"
+
+namespace calserve::actors {
+
+using sequence_id = std::uint64_t;
+
+struct kv_plan {
+    sequence_id seq = 0;
+    std::int64_t blocks = 0;
+    std::int64_t tokens = 0;
+};
+
+class kv_pool {
+public:
+    kv_pool(std::int64_t total_blocks, std::int64_t block_tokens);
+
+    std::int64_t blocks_for(std::int64_t tokens) const { return (tokens + block_tokens_ - 1) / block_tokens_; }
+    // Whether a sequence of `tokens` could ever fit (capacity, not current load).
+    bool could_fit(std::int64_t tokens) const { return blocks_for(tokens) <= total_blocks_; }
+
+    [[nodiscard]] std::optional<kv_plan> try_reserve(sequence_id seq, std::int64_t tokens) const;
+    void_result commit(const kv_plan& plan);
+    // Marks `length` tokens of `seq` as written. Fails past the reservation.
+    void_result extend(sequence_id seq, std::int64_t length);
+    // Returns the blocks of `seq`; unknown sequences are ignored. Returns blocks freed.
+    std::int64_t release(sequence_id seq);
+
+    std::int64_t total_blocks() const { return total_blocks_; }
+    std::int64_t free_blocks() const { return free_blocks_; }
+    std::int64_t reserved_blocks() const { return total_blocks_ - free_blocks_; }
+    // Blocks actually holding tokens (what calserve_kv_blocks_used reports).
+    std::int64_t used_blocks() const;
+    std::int64_t block_tokens() const { return block_tokens_; }
+    std::size_t sequences() const { return held_.size(); }
+    bool holds(sequence_id seq) const { return held_.contains(seq); }
+    // Checks the conservation invariant (soak and tests).
+    bool conserved() const;
+
+private:
+    struct holding {
+        std::int64_t blocks = 0;
+        std::int64_t used_tokens = 0;
+    };
+    std::int64_t total_blocks_;
+    std::int64_t block_tokens_;
+    std::int64_t free_blocks_;
+    std::map<sequence_id, holding> held_;
+};
+
+}  // namespace calserve::actors
