@@ -114,8 +114,10 @@ public:
     address() = default;
     explicit address(const std::shared_ptr<A>& target) : target_(target), id_(target->id()) {}
 
-    tell_status tell(typename A::message_type msg, actor_id from = {}) const {
-        if (auto t = target_.lock()) return t->enqueue(std::move(msg), from);
+    // A template so that address<A> works with A still incomplete (actors name each other).
+    template <class Message>
+    tell_status tell(Message&& msg, actor_id from = {}) const {
+        if (auto t = target_.lock()) return t->enqueue(typename A::message_type(std::forward<Message>(msg)), from);
         return tell_status::stopped;
     }
     actor_id id() const { return id_; }

@@ -18,7 +18,7 @@ runtime::runtime(run_mode mode, std::size_t threads)
 runtime::~runtime() {
     stop();
     // Drop actors before the io_context so their handlers are destroyed first.
-    std::vector<std::shared_ptr<void>> kept;
+    std::unordered_map<const void*, std::shared_ptr<void>> kept;
     {
         std::lock_guard lock(mutex_);
         kept.swap(kept_);
@@ -141,15 +141,15 @@ std::vector<std::string> runtime::failures() const {
 
 void runtime::keep_alive(std::shared_ptr<void> object) {
     std::lock_guard lock(mutex_);
-    kept_.push_back(std::move(object));
+    const void* key = object.get();
+    kept_.emplace(key, std::move(object));
 }
 
 void runtime::release(const void* object) {
-    std::shared_ptr<void> dropped;
+    std::shared_ptr<void> dropped;  // destroyed after the lock is released
     std::lock_guard lock(mutex_);
-    auto it = std::find_if(kept_.begin(), kept_.end(), [&](const auto& p) { return p.get() == object; });
-    if (it != kept_.end()) {
-        dropped = std::move(*it);
+    if (auto it = kept_.find(object); it != kept_.end()) {
+        dropped = std::move(it->second);
         kept_.erase(it);
     }
 }

@@ -27,6 +27,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 namespace calserve::actors {
@@ -147,7 +148,7 @@ private:
     mutable std::mutex mutex_;  // guards the fields below
     std::deque<std::string> names_{"external"};  // deque: stable references for name_of
     std::vector<std::string> failures_;
-    std::vector<std::shared_ptr<void>> kept_;
+    std::unordered_map<const void*, std::shared_ptr<void>> kept_;
 };
 
 }  // namespace calserve::actors

@@ -1,0 +1,48 @@
+#pragma once
+//! Messages the BatchTick (scheduler) accepts.
+#include <variant>
+
+#include "actors/actor.hpp"
+#include "actors/sequence.hpp"
+#include "device/types.hpp"
+
+namespace calserve::actors {
+
+class request_actor;
+
+// A new request's sequence, after the engine admitted it.
+struct bt_admit {
+    sequence_ptr seq;
+    address<request_actor> request;
+};
+struct bt_kv_granted {
+    sequence_id seq = 0;
+    void_result outcome;
+};
+// A slot finished its job (token sampled or job failed); seq 0 = no job.
+struct bt_slot_free {
+    device::slot slot = device::slot::ping;
+    sequence_id seq = 0;
+};
+// The Request consumed its token and wants the next one.
+struct bt_continue {
+    sequence_id seq = 0;
+};
+// The Request reached a terminal state: release when no job is in flight.
+struct bt_finish {
+    sequence_id seq = 0;
+};
+// A job that was in flight when the device faulted: its slot is free, no token comes.
+struct bt_job_lost {
+    device::slot slot = device::slot::ping;
+    sequence_id seq = 0;
+};
+struct bt_device_down {};
+struct bt_device_up {};
+// The device is dead: every sequence fails.
+struct bt_device_dead {};
+
+using batch_tick_message = std::variant<bt_admit, bt_kv_granted, bt_slot_free, bt_continue, bt_finish, bt_job_lost,
+                                        bt_device_down, bt_device_up, bt_device_dead>;
+
+}  // namespace calserve::actors

@@ -1,0 +1,133 @@
+#include "actors/chip_session_actor.hpp"
+
+#include "actors/batch_tick_actor.hpp"
+#include "actors/device_actor.hpp"
+#include "actors/metrics.hpp"
+#include "actors/request_actor.hpp"
+#include "actors/sampler_actor.hpp"
+
+namespace calserve::actors {
+
+std::string_view to_string(slot_state s) {
+    switch (s) {
+        case slot_state::free: return "free";
+        case slot_state::filling: return "filling";
+        case slot_state::submitted: return "submitted";
+        case slot_state::done: return "done";
+        case slot_state::draining: return "draining";
+    }
+    return "?";
+}
+
+chip_session_actor::chip_session_actor(runtime& rt, request_lookup lookup, metrics::calserve_metrics* metrics)
+    : actor(rt, "chip_session"), lookup_(std::move(lookup)), metrics_(metrics),
+      slots_{slot_data{{k_slot_table, slot_state::free, "slot:ping"}, nullptr, {}, 0},
+             slot_data{{k_slot_table, slot_state::free, "slot:pong"}, nullptr, {}, 0}} {}
+
+void chip_session_actor::wire(address<batch_tick_actor> tick, address<device_actor> device,
+                              address<sampler_actor> sampler) {
+    tick_ = std::move(tick);
+    device_ = std::move(device);
+    sampler_ = std::move(sampler);
+}
+
+void chip_session_actor::on_message(chip_session_message& msg) {
+    std::visit([this](auto& m) { on(m); }, msg);
+    publish();
+}
+
+std::size_t chip_session_actor::busy_slots() const {
+    std::size_t n = 0;
+    for (const auto& s : slots_) n += s.life.is(slot_state::free) ? 0 : 1;
+    return n;
+}
+
+void chip_session_actor::publish() {
+    if (metrics_) metrics_->inflight_slots.set(double(busy_slots()));
+}
+
+void chip_session_actor::on(cs_run& m) {
+    auto& s = slots_[device::index_of(m.slot)];
+    if (!s.life.transition_to(slot_state::filling)) return;  // reported: the BatchTick broke the protocol
+    auto job = std::make_shared<job_context>();
+    job->slot = m.slot;
+    job->epoch = ++s.epoch;
+    job->seq = std::move(m.seq);
+    job->prefill = m.prefill;
+    job->logits = std::move(s.spare);
+    s.job = job;
+    (void)device_.tell(da_execute{job, 0}, id());
+}
+
+void chip_session_actor::on(cs_submitted& m) {
+    if (!current(m.job)) return;
+    slot_of(m.job).life.transition_to(slot_state::submitted);
+}
+
+void chip_session_actor::on(cs_job_done& m) {
+    if (!current(m.job)) return;
+    auto& s = slot_of(m.job);
+    if (!m.outcome) {
+        auto code = m.outcome.error().code;
+        if (code == status::not_ready) {
+            // Refused because the device is recovering: the job is lost, not failed.
+            s.job = nullptr;
+            s.life.transition_to(slot_state::free);
+            (void)tick_.tell(bt_job_lost{m.job->slot, m.job->seq->seq}, id());
+            return;
+        }
+        if (auto request = lookup_(m.job->seq->seq); request.valid())
+            (void)request.tell(rq_failed{m.outcome.error()}, id());
+        free_slot(s, true);
+        return;
+    }
+    s.life.transition_to(slot_state::done);
+    s.life.transition_to(slot_state::draining);
+    (void)sampler_.tell(sm_sample{m.job}, id());
+}
+
+void chip_session_actor::on(cs_sampled& m) {
+    if (!current(m.job)) return;
+    auto& s = slot_of(m.job);
+    auto request = lookup_(m.job->seq->seq);
+    if (m.outcome) {
+        auto& picks = *m.outcome;
+        rq_token token{picks[0].token, picks[0].logprob, {}};
+        token.top.assign(picks.begin() + 1, picks.end());
+        if (request.valid()) (void)request.tell(std::move(token), id());
+    } else if (request.valid()) {
+        (void)request.tell(rq_failed{m.outcome.error()}, id());
+    }
+    s.spare = std::move(m.job->logits);  // consumed: the buffer may take the next job
+    free_slot(s, true);
+}
+
+void chip_session_actor::free_slot(slot_data& s, bool tell_tick) {
+    auto job = std::move(s.job);
+    s.life.transition_to(slot_state::free);
+    if (tell_tick && job) (void)tick_.tell(bt_slot_free{job->slot, job->seq->seq}, id());
+}
+
+void chip_session_actor::on(cs_device_down&) {
+    device_up_ = false;
+    // Jobs the device had not finished are lost; done/draining ones carry checked logits and finish.
+    for (auto& s : slots_) {
+        if (!s.life.is(slot_state::filling) && !s.life.is(slot_state::submitted)) continue;
+        auto job = std::move(s.job);
+        s.life.transition_to(slot_state::free);
+        (void)tick_.tell(bt_job_lost{job->slot, job->seq->seq}, id());
+    }
+    (void)tick_.tell(bt_device_down{}, id());
+}
+
+void chip_session_actor::on(cs_device_up&) {
+    device_up_ = true;
+    (void)tick_.tell(bt_device_up{}, id());
+}
+
+void chip_session_actor::on(cs_device_dead&) {
+    device_up_ = false;
+    (void)tick_.tell(bt_device_dead{}, id());
+}
+
+}  // namespace calserve::actors

@@ -1,0 +1,87 @@
+#pragma once
+//! ChipSession: one model session bound to a chip set (TP2 on {0,1}); owns the
+//! ping and pong slots, each with its own JobContext and exclusive buffers.
+//!
+//! Slot lifecycle (per slot):
+//!
+//!   free --run--> filling --submitted--> submitted --job done--> done --> draining --sampled--> free
+//!     ^              |                       |                                 |
+//!     +--- failed ---+------ lost at a device fault (slot freed, job re-run) --+ (draining jobs finish)
+//!
+//! At most `max_inflight` (1 or 2) slots are out of `free`. While the device
+//! runs one slot the host samples the other (draining) and fills the next.
+//! Invariant: a slot's logits are consumed (sampled) before the slot takes a
+//! new job; the BatchTick only hands a slot back after `bt_slot_free`.
+#include <array>
+
+#include "actors/actor.hpp"
+#include "actors/chip_session_messages.hpp"
+#include "actors/lifecycle.hpp"
+
+namespace calserve::actors {
+
+class batch_tick_actor;
+class device_actor;
+class sampler_actor;
+class request_actor;
+namespace metrics {
+struct calserve_metrics;
+}
+
+enum class slot_state : std::uint8_t { free, filling, submitted, done, draining };
+std::string_view to_string(slot_state s);
+
+inline constexpr std::array<transition<slot_state>, 8> k_slot_table{{
+    {slot_state::free, slot_state::filling},
+    {slot_state::filling, slot_state::submitted},
+    {slot_state::filling, slot_state::free},      // refused before infer
+    {slot_state::submitted, slot_state::done},
+    {slot_state::submitted, slot_state::free},    // failed or lost
+    {slot_state::done, slot_state::draining},
+    {slot_state::draining, slot_state::free},
+    {slot_state::done, slot_state::free},
+}};
+
+// Resolves a sequence to its Request actor (owned by the engine's registry).
+using request_lookup = std::function<address<request_actor>(sequence_id)>;
+
+class chip_session_actor : public actor<chip_session_actor, chip_session_message> {
+public:
+    chip_session_actor(runtime& rt, request_lookup lookup, metrics::calserve_metrics* metrics);
+    void wire(address<batch_tick_actor> tick, address<device_actor> device, address<sampler_actor> sampler);
+
+    void on_message(chip_session_message& msg);
+
+    slot_state state_of(device::slot s) const { return slots_[device::index_of(s)].life.state(); }
+    std::size_t busy_slots() const;
+
+private:
+    struct slot_data {
+        lifecycle<slot_state, k_slot_table.size()> life;
+        job_ptr job;                        // the job in this slot (a new JobContext per job)
+        std::vector<std::uint16_t> spare;   // the slot's logits buffer while free (reused, never shared)
+        std::uint64_t epoch = 0;
+    };
+    void on(cs_run& m);
+    void on(cs_submitted& m);
+    void on(cs_job_done& m);
+    void on(cs_sampled& m);
+    void on(cs_device_down& m);
+    void on(cs_device_up& m);
+    void on(cs_device_dead& m);
+
+    slot_data& slot_of(const job_ptr& job) { return slots_[device::index_of(job->slot)]; }
+    bool current(const job_ptr& job) { return job && slot_of(job).job == job; }
+    void free_slot(slot_data& s, bool tell_tick);
+    void publish();
+
+    request_lookup lookup_;
+    metrics::calserve_metrics* metrics_;
+    address<batch_tick_actor> tick_;
+    address<device_actor> device_;
+    address<sampler_actor> sampler_;
+    std::array<slot_data, device::k_slot_count> slots_;
+    bool device_up_ = true;
+};
+
+}  // namespace calserve::actors

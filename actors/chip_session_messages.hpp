@@ -1,0 +1,33 @@
+#pragma once
+//! Messages a ChipSession accepts.
+#include <variant>
+
+#include "actors/job_context.hpp"
+#include "config/result.hpp"
+
+namespace calserve::actors {
+
+struct cs_run {                       // BatchTick: run this sequence in this slot
+    device::slot slot = device::slot::ping;
+    sequence_ptr seq;
+    bool prefill = false;
+};
+struct cs_submitted {                 // DeviceActor: inputs written, infer() accepted
+    job_ptr job;
+};
+struct cs_job_done {                  // DeviceActor: job finished (logits copied out) or failed
+    job_ptr job;
+    void_result outcome;
+};
+struct cs_sampled {                   // Sampler: the slot's logits are consumed
+    job_ptr job;
+    result<std::vector<token_logprob>> outcome;  // [0] = chosen token + logprob, then top_logprobs
+};
+struct cs_device_down {};             // DeviceActor: faulted; jobs not yet done are lost
+struct cs_device_up {};               // DeviceActor: recovered (reset + warm-up + golden check)
+struct cs_device_dead {};             // DeviceActor: gave up
+
+using chip_session_message =
+    std::variant<cs_run, cs_submitted, cs_job_done, cs_sampled, cs_device_down, cs_device_up, cs_device_dead>;
+
+}  // namespace calserve::actors

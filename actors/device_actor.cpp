@@ -1,0 +1,269 @@
+#include "actors/device_actor.hpp"
+
+#include <cstring>
+#include <spdlog/spdlog.h>
+
+#include "actors/chip_session_actor.hpp"
+#include "actors/kv_manager_actor.hpp"
+#include "actors/metrics.hpp"
+
+namespace calserve::actors {
+
+namespace {
+constexpr device::seq_id k_golden_sequence = ~device::seq_id{0} - 1;
+constexpr std::array<token_id, 8> k_golden_prompt{9707, 11, 1879, 0, 576, 374, 264, 1273};
+
+std::span<const std::byte> as_bytes(const std::vector<std::int32_t>& v) { return std::as_bytes(std::span(v)); }
+}  // namespace
+
+std::string_view to_string(device_health s) {
+    switch (s) {
+        case device_health::unconfigured: return "unconfigured";
+        case device_health::configuring: return "configuring";
+        case device_health::warmup: return "warmup";
+        case device_health::ready: return "ready";
+        case device_health::busy: return "busy";
+        case device_health::faulted: return "faulted";
+        case device_health::resetting: return "resetting";
+        case device_health::dead: return "dead";
+    }
+    return "?";
+}
+
+device_actor::device_actor(runtime& rt, std::shared_ptr<device::device> dev, device_actor_options options,
+                           metrics::calserve_metrics* metrics)
+    : actor(rt, "device"), dev_(std::move(dev)), options_(std::move(options)), metrics_(metrics),
+      lifecycle_(k_device_health_table, device_health::unconfigured, "device") {}
+
+void device_actor::wire(address<chip_session_actor> session, address<kv_manager_actor> kv) {
+    session_ = std::move(session);
+    kv_ = std::move(kv);
+}
+
+void device_actor::on_message(device_actor_message& msg) {
+    std::visit([this](auto& m) { on(m); }, msg);
+}
+
+bool device_actor::move_to(device_health next) {
+    bool log = next != device_health::busy && next != device_health::ready;
+    if (lifecycle_.state() == device_health::warmup || lifecycle_.state() == device_health::resetting) log = true;
+    if (!lifecycle_.transition_to(next, log)) return false;
+    state_.store(next);
+    if (metrics_) metrics_->set_device_state(to_string(next));
+    return true;
+}
+
+const std::string& device_actor::submodel_of(const job_ptr& job) const {
+    return job->prefill ? options_.prefill_submodel : options_.decode_submodel;
+}
+
+void device_actor::on(da_start&) {
+    move_to(device_health::configuring);
+    auto configured = dev_->configure();
+    if (!configured) {
+        spdlog::error("device configure failed: {}", configured.error().what());
+        move_to(device_health::dead);
+        (void)session_.tell(cs_device_dead{}, id());
+        return;
+    }
+    move_to(device_health::warmup);
+    start_golden();
+}
+
+void device_actor::start_golden() {
+    auto warm = dev_->warmup();
+    auto fail = [this](const error_info& e) {
+        (void)enqueue(da_golden_done{generation_, e}, id());
+    };
+    if (!warm) return fail(warm.error());
+    (void)dev_->kv_free(k_golden_sequence);
+    std::vector<std::int32_t> tokens(k_golden_prompt.begin(), k_golden_prompt.end());
+    std::vector<std::int32_t> positions(tokens.size());
+    for (std::size_t i = 0; i < positions.size(); ++i) positions[i] = std::int32_t(i);
+    const auto& sm = options_.prefill_submodel;
+    auto s = device::slot::ping;
+    void_result r = dev_->kv_allocate(k_golden_sequence, std::int64_t(tokens.size()));
+    if (r) r = dev_->kv_apply(k_golden_sequence, std::int64_t(tokens.size()), options_.kv_apply_timeout);
+    if (r) r = dev_->slice(sm, s, std::int64_t(tokens.size()));
+    if (r) r = dev_->write_input(sm, s, "token", as_bytes(tokens));
+    if (r) r = dev_->write_input(sm, s, "position", as_bytes(positions));
+    if (r) r = dev_->write_csr(sm, s, device::k_csr_cur_seq_len, std::uint32_t(tokens.size()));
+    if (r) r = dev_->write_csr(sm, s, device::k_csr_past_kv_len, 0);
+    if (!r) return fail(r.error());
+    auto job = dev_->infer(sm, s, k_golden_sequence);
+    if (!job) return fail(job.error());
+    auto self = address<device_actor>(shared_from_this());
+    auto gen = generation_;
+    auto me = id();
+    dev_->wait_async(*job, options_.wait_timeout, [self, gen, me](result<device::job_result> r) {
+        (void)self.tell(da_golden_done{gen, std::move(r)}, me);
+    });
+}
+
+void device_actor::on(da_golden_done& m) {
+    if (m.generation != generation_ || !lifecycle_.is(device_health::warmup)) return;
+    void_result check = m.outcome ? void_result{} : void_result{m.outcome.error()};
+    if (check) {
+        auto out = dev_->output(options_.prefill_submodel, device::slot::ping, "logits");
+        if (!out) check = out.error();
+        else if (auto nan = device::check_logits_bf16(*out); !nan) check = nan;
+        else {
+            golden_scratch_.resize(out->size() / 2);
+            std::memcpy(golden_scratch_.data(), out->data(), golden_scratch_.size() * 2);
+            if (golden_logits_.empty()) golden_logits_ = golden_scratch_;
+            else if (golden_scratch_ != golden_logits_)
+                check = make_error(status::logits_nan, "golden check: logits differ from the first warm-up");
+        }
+    }
+    (void)dev_->kv_free(k_golden_sequence);
+    if (!check) {
+        spdlog::warn("device warm-up failed: {}", check.error().what());
+        ++failed_resets_;  // a recovery whose golden check fails counts as a failed reset
+        fault(check.error());
+        return;
+    }
+    move_to(device_health::ready);
+    if (fault_at_.count() > 0) {
+        failed_resets_ = 0;
+        if (metrics_) metrics_->recovery_seconds.observe(std::chrono::duration<double>(rt().now() - fault_at_).count());
+        fault_at_ = {};
+    }
+    (void)session_.tell(cs_device_up{}, id());
+}
+
+void device_actor::on(da_execute& m) {
+    if (!lifecycle_.is(device_health::ready) && !lifecycle_.is(device_health::busy)) {
+        // Faulted/resetting: the job is lost like any in flight; the ChipSession re-queues it.
+        (void)session_.tell(cs_job_done{m.job, make_error(status::not_ready, "device not ready")}, id());
+        return;
+    }
+    auto submitted = fill_and_submit(m.job);
+    if (!submitted) {
+        fail_job(m.job, submitted.error(), m.attempt);
+        return;
+    }
+    if (in_flight_++ == 0) move_to(device_health::busy);
+    (void)session_.tell(cs_submitted{m.job}, id());
+}
+
+void_result device_actor::fill_and_submit(const job_ptr& job) {
+    auto& seq = *job->seq;
+    const auto& sm = submodel_of(job);
+    std::int64_t past = seq.device_len;
+    std::int64_t count = std::int64_t(seq.tokens.size()) - past;
+    job->count = count;
+    if (past == 0) {
+        (void)dev_->kv_free(seq.seq);  // stale KV from before a reset, if any
+        if (auto r = dev_->kv_allocate(seq.seq, seq.kv_tokens); !r) return r;
+    }
+    if (auto r = dev_->kv_apply(seq.seq, past + count, options_.kv_apply_timeout); !r) return r;
+    std::vector<std::int32_t> tokens(seq.tokens.begin() + past, seq.tokens.end());
+    std::vector<std::int32_t> positions(static_cast<std::size_t>(count));
+    for (std::int64_t i = 0; i < count; ++i) positions[std::size_t(i)] = std::int32_t(past + i);
+    job->t_fill = rt().now();
+    if (auto r = dev_->slice(sm, job->slot, count); !r) return r;
+    if (auto r = dev_->write_input(sm, job->slot, "token", as_bytes(tokens)); !r) return r;
+    if (auto r = dev_->write_input(sm, job->slot, "position", as_bytes(positions)); !r) return r;
+    if (auto r = dev_->write_csr(sm, job->slot, device::k_csr_cur_seq_len, std::uint32_t(count)); !r) return r;
+    if (auto r = dev_->write_csr(sm, job->slot, device::k_csr_past_kv_len, std::uint32_t(past)); !r) return r;
+    auto id_or = dev_->infer(sm, job->slot, seq.seq);
+    if (!id_or) return id_or.error();
+    job->t_submitted = rt().now();
+    auto self = address<device_actor>(shared_from_this());
+    auto gen = generation_;
+    auto me = id();
+    dev_->wait_async(*id_or, options_.wait_timeout, [self, gen, job, me](result<device::job_result> r) {
+        (void)self.tell(da_completed{gen, job, std::move(r)}, me);
+    });
+    return {};
+}
+
+void device_actor::fail_job(const job_ptr& job, const error_info& e, int attempt) {
+    auto cls = fault_class_of(e.code);
+    if (cls == fault_class::device) {
+        // The failing job is lost with the others; fault() tells the ChipSession.
+        fault(e);
+        return;
+    }
+    bool retry = (cls == fault_class::retryable || cls == fault_class::capacity) && attempt < options_.retry_limit;
+    if (metrics_ && (cls == fault_class::retryable || cls == fault_class::capacity))
+        metrics_->faults_total.labels({std::string(to_string(e.code))}).inc();
+    if (retry) {
+        auto delay = options_.retry_base * (1 << attempt);
+        start_timer(delay, [this, job, attempt] { (void)enqueue(da_execute{job, attempt + 1}, id()); });
+        return;
+    }
+    (void)session_.tell(cs_job_done{job, e}, id());
+}
+
+void device_actor::on(da_completed& m) {
+    if (m.generation != generation_) return;  // a job abandoned at a fault: never used
+    if (--in_flight_ == 0 && lifecycle_.is(device_health::busy)) move_to(device_health::ready);
+    if (!m.outcome) {
+        fail_job(m.job, m.outcome.error(), options_.retry_limit);
+        return;
+    }
+    finish_job(m.job, *m.outcome);
+}
+
+void device_actor::finish_job(const job_ptr& job, const device::job_result& r) {
+    auto out = dev_->output(submodel_of(job), job->slot, "logits");
+    if (!out) return fault(out.error());
+    if (auto nan = device::check_logits_bf16(*out); !nan) return fault(nan.error());
+    job->logits.resize(out->size() / 2);
+    std::memcpy(job->logits.data(), out->data(), job->logits.size() * 2);  // D2H into the slot's host buffer
+    job->seq->device_len += job->count;
+    job->t_done = rt().now();
+    job->device_compute_s = double(r.timing.compute_end_ns - r.timing.compute_start_ns) * 1e-9;
+    if (metrics_) metrics_->device_busy_seconds.inc(job->device_compute_s);
+    (void)kv_.tell(kv_extend{job->seq->seq, job->seq->device_len}, id());
+    (void)session_.tell(cs_job_done{job, {}}, id());
+}
+
+void device_actor::fault(const error_info& e) {
+    if (lifecycle_.is(device_health::dead)) return;
+    spdlog::warn("device fault: {}", e.what());
+    if (metrics_) metrics_->faults_total.labels({std::string(to_string(e.code))}).inc();
+    ++generation_;
+    in_flight_ = 0;
+    if (fault_at_.count() == 0) fault_at_ = rt().now() + std::chrono::nanoseconds(1);
+    if (!lifecycle_.is(device_health::faulted)) move_to(device_health::faulted);
+    (void)session_.tell(cs_device_down{}, id());
+    move_to(device_health::resetting);
+    (void)enqueue(da_reset_step{generation_}, id());
+}
+
+void device_actor::on(da_reset& m) {
+    bool resettable = lifecycle_.is(device_health::ready) || lifecycle_.is(device_health::busy) ||
+                      lifecycle_.is(device_health::warmup);
+    if (!resettable) return;
+    fault(make_error(status::not_ready, "reset requested: " + m.reason));
+}
+
+void device_actor::on(da_reset_step& m) {
+    if (m.generation != generation_ || !lifecycle_.is(device_health::resetting)) return;
+    if (failed_resets_ > options_.reset_limit) {
+        spdlog::error("device dead after {} failed resets", failed_resets_);
+        move_to(device_health::dead);
+        (void)session_.tell(cs_device_dead{}, id());
+        return;
+    }
+    auto r = dev_->reset();
+    if (!r) {
+        ++failed_resets_;
+        spdlog::warn("device reset failed ({} of {}): {}", failed_resets_, options_.reset_limit, r.error().what());
+        move_to(device_health::resetting);
+        auto gen = generation_;
+        start_timer(options_.retry_base * (1 << std::min(failed_resets_, 10)),
+                    [this, gen] { (void)enqueue(da_reset_step{gen}, id()); });
+        return;
+    }
+    resets_.fetch_add(1);
+    if (metrics_) metrics_->device_resets.inc();
+    move_to(device_health::warmup);
+    start_golden();
+}
+
+void device_actor::on(da_kv_free& m) { (void)dev_->kv_free(m.seq); }
+
+}  // namespace calserve::actors

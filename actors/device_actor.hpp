@@ -1,0 +1,113 @@
+#pragma once
+//! DeviceActor: owns the device handle (one per VirtualDevice), serialises every
+//! device call, and keeps the device's health as an explicit state machine.
+//!
+//!   unconfigured --> configuring --> warmup --> ready <--> busy
+//!                        |              |         |          |
+//!                        v              v         +--> faulted <--+
+//!                      dead          faulted          |
+//!                                                     v
+//!                         dead <-- resetting <--------+
+//!                                     |  ^ (reset failed, below the limit)
+//!                                     v  |
+//!                                   warmup --> ready
+//!
+//! Fault handling by class (config/status.hpp): retryable (submit_busy) and
+//! capacity (KV refused) are retried with bounded exponential backoff, then the
+//! job fails; request and model faults fail only that job's request; device
+//! faults (wait_timeout, ccu_exception, device_lost, h2d/d2h errors, NaN/Inf
+//! logits) move to `faulted`: jobs in flight are abandoned (their completions,
+//! if any, are ignored by generation), the ChipSession is told, and the device
+//! is reset, warmed up and golden-checked before `ready` again. After
+//! `device.reset_limit` consecutive failed resets the device is `dead`.
+//! Fail closed: logits of a job are only released after the NaN/Inf check, and
+//! never from a job that completed after a fault was declared.
+#include <array>
+
+#include "actors/actor.hpp"
+#include "actors/device_actor_messages.hpp"
+#include "actors/lifecycle.hpp"
+
+namespace calserve::actors {
+
+class chip_session_actor;
+class kv_manager_actor;
+namespace metrics {
+struct calserve_metrics;
+}
+
+enum class device_health : std::uint8_t { unconfigured, configuring, warmup, ready, busy, faulted, resetting, dead };
+std::string_view to_string(device_health s);
+
+inline constexpr std::array<transition<device_health>, 14> k_device_health_table{{
+    {device_health::unconfigured, device_health::configuring},
+    {device_health::configuring, device_health::warmup},
+    {device_health::configuring, device_health::dead},
+    {device_health::warmup, device_health::ready},
+    {device_health::warmup, device_health::faulted},
+    {device_health::ready, device_health::busy},
+    {device_health::busy, device_health::ready},
+    {device_health::ready, device_health::faulted},
+    {device_health::busy, device_health::faulted},
+    {device_health::faulted, device_health::resetting},
+    {device_health::resetting, device_health::warmup},
+    {device_health::resetting, device_health::resetting},
+    {device_health::resetting, device_health::dead},
+    {device_health::ready, device_health::resetting},
+}};
+
+struct device_actor_options {
+    std::string prefill_submodel;
+    std::string decode_submodel;
+    std::chrono::nanoseconds wait_timeout{std::chrono::seconds(10)};
+    std::chrono::nanoseconds kv_apply_timeout{std::chrono::seconds(1)};
+    int reset_limit = 3;
+    int retry_limit = 6;                                    // submit_busy / KV refusals
+    std::chrono::nanoseconds retry_base{std::chrono::milliseconds(1)};
+};
+
+class device_actor : public actor<device_actor, device_actor_message> {
+public:
+    device_actor(runtime& rt, std::shared_ptr<device::device> dev, device_actor_options options,
+                 metrics::calserve_metrics* metrics);
+    void wire(address<chip_session_actor> session, address<kv_manager_actor> kv);
+
+    void on_message(device_actor_message& msg);
+
+    device_health health() const { return state_.load(); }
+    std::uint64_t resets() const { return resets_.load(); }
+
+private:
+    void on(da_start&);
+    void on(da_execute& m);
+    void on(da_completed& m);
+    void on(da_golden_done& m);
+    void on(da_kv_free& m);
+    void on(da_reset& m);
+    void on(da_reset_step& m);
+
+    void_result fill_and_submit(const job_ptr& job);
+    void finish_job(const job_ptr& job, const device::job_result& r);
+    void fail_job(const job_ptr& job, const error_info& e, int attempt);
+    void fault(const error_info& e);
+    void start_golden();
+    bool move_to(device_health next);
+    const std::string& submodel_of(const job_ptr& job) const;
+
+    std::shared_ptr<device::device> dev_;
+    device_actor_options options_;
+    metrics::calserve_metrics* metrics_;
+    address<chip_session_actor> session_;
+    address<kv_manager_actor> kv_;
+    lifecycle<device_health, k_device_health_table.size()> lifecycle_;
+    std::atomic<device_health> state_{device_health::unconfigured};
+    std::atomic<std::uint64_t> resets_{0};
+    std::uint64_t generation_ = 0;      // bumped at every fault: older completions are stale
+    int in_flight_ = 0;
+    int failed_resets_ = 0;
+    std::chrono::nanoseconds fault_at_{0};
+    std::vector<std::uint16_t> golden_logits_;  // from the first warm-up: recovery must reproduce them
+    std::vector<std::uint16_t> golden_scratch_;
+};
+
+}  // namespace calserve::actors

@@ -1,0 +1,39 @@
+#pragma once
+//! Messages the DeviceActor accepts.
+#include <string>
+#include <variant>
+
+#include "actors/job_context.hpp"
+#include "config/result.hpp"
+#include "device/device.hpp"
+
+namespace calserve::actors {
+
+struct da_start {};                       // configure + warm-up + golden check
+struct da_execute {                       // ChipSession: fill, infer and wait for this job
+    job_ptr job;
+    int attempt = 0;                      // retries of a retryable/capacity refusal
+};
+struct da_completed {                     // the device's completion callback (posted back)
+    std::uint64_t generation = 0;
+    job_ptr job;
+    result<device::job_result> outcome;
+};
+struct da_golden_done {
+    std::uint64_t generation = 0;
+    result<device::job_result> outcome;
+};
+struct da_kv_free {                       // BatchTick: the sequence is gone
+    std::uint64_t seq = 0;
+};
+struct da_reset {                         // control socket or a fault: reset now
+    std::string reason;
+};
+struct da_reset_step {                    // internal: (re)try the reset after a backoff
+    std::uint64_t generation = 0;
+};
+
+using device_actor_message =
+    std::variant<da_start, da_execute, da_completed, da_golden_done, da_kv_free, da_reset, da_reset_step>;
+
+}  // namespace calserve::actors

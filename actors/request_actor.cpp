@@ -1,0 +1,142 @@
+#include "actors/request_actor.hpp"
+
+#include <algorithm>
+
+#include "actors/batch_tick_actor.hpp"
+#include "actors/metrics.hpp"
+
+namespace calserve::actors {
+
+std::string_view to_string(request_state s) {
+    switch (s) {
+        case request_state::received: return "received";
+        case request_state::queued: return "queued";
+        case request_state::prefilling: return "prefilling";
+        case request_state::decoding: return "decoding";
+        case request_state::finished: return "finished";
+        case request_state::cancelled: return "cancelled";
+        case request_state::timed_out: return "timed_out";
+        case request_state::failed: return "failed";
+        case request_state::rejected: return "rejected";
+    }
+    return "?";
+}
+
+bool is_terminal(request_state s) {
+    return s == request_state::finished || s == request_state::cancelled || s == request_state::timed_out ||
+           s == request_state::failed || s == request_state::rejected;
+}
+
+const char* to_string(finish_reason r) {
+    switch (r) {
+        case finish_reason::stop: return "stop";
+        case finish_reason::length: return "length";
+        case finish_reason::cancelled: return "cancelled";
+        case finish_reason::timeout: return "timeout";
+        case finish_reason::error: return "error";
+    }
+    return "error";
+}
+
+request_actor::request_actor(runtime& rt, request_setup setup, metrics::calserve_metrics* metrics)
+    : actor(rt, "request:" + setup.seq->request_id), setup_(std::move(setup)), metrics_(metrics),
+      life_(k_request_table, request_state::received, "request:" + setup_.seq->request_id),
+      decoder_(setup_.tokenizer), matcher_(setup_.stop) {}
+
+void request_actor::on_message(request_message& msg) {
+    if (is_terminal(life_.state())) return;  // late tokens, cancels and deadlines after the end
+    std::visit([this](auto& m) { on(m); }, msg);
+}
+
+double request_actor::since_arrival(std::chrono::nanoseconds t) const {
+    return std::chrono::duration<double>(t - setup_.seq->arrived).count();
+}
+
+void request_actor::on(rq_start&) {
+    life_.transition_to(request_state::queued);
+    deadline_ = start_timer(setup_.timeout, [this] { (void)enqueue(rq_deadline{}, id()); });
+    (void)setup_.tick.tell(bt_admit{setup_.seq, address<request_actor>(shared_from_this())}, id());
+}
+
+void request_actor::on(rq_scheduled&) {
+    if (!life_.transition_to(request_state::prefilling)) return;
+    t_scheduled_ = rt().now();
+    if (metrics_) {
+        metrics_->request_queue_time.observe(since_arrival(t_scheduled_));
+        metrics_->phase_seconds(metrics::phase::queue).observe(since_arrival(t_scheduled_));
+    }
+}
+
+void request_actor::on(rq_token& m) {
+    auto now = rt().now();
+    if (life_.is(request_state::prefilling)) {
+        life_.transition_to(request_state::decoding);
+        t_first_token_ = now;
+        if (metrics_) metrics_->time_to_first_token.observe(since_arrival(now));
+    } else if (metrics_) {
+        metrics_->inter_token_latency.observe(std::chrono::duration<double>(now - t_last_token_).count());
+    }
+    t_last_token_ = now;
+    ++completion_tokens_;
+    bool stop_id = std::find(setup_.stop_ids.begin(), setup_.stop_ids.end(), m.token) != setup_.stop_ids.end();
+    if (stop_id) {
+        finish(request_state::finished, finish_reason::stop, std::nullopt);
+        return;
+    }
+    auto flushed = matcher_.push(decoder_.push(m.token));
+    setup_.sink->on_token(generated_token{m.token, std::move(flushed.released), m.logprob, std::move(m.top)});
+    if (flushed.stopped) finish(request_state::finished, finish_reason::stop, std::nullopt);
+    else if (completion_tokens_ >= setup_.seq->max_tokens) finish(request_state::finished, finish_reason::length, std::nullopt);
+    else (void)setup_.tick.tell(bt_continue{setup_.seq->seq}, id());
+}
+
+void request_actor::on(rq_failed& m) {
+    bool before_start = life_.is(request_state::queued) || life_.is(request_state::received);
+    auto cls = fault_class_of(m.error.code);
+    bool rejected = before_start && (cls == fault_class::capacity || m.error.code == status::context_overflow);
+    finish(rejected ? request_state::rejected : request_state::failed, finish_reason::error, m.error);
+}
+
+void request_actor::on(rq_cancel&) { finish(request_state::cancelled, finish_reason::cancelled, std::nullopt); }
+
+void request_actor::on(rq_deadline&) {
+    finish(request_state::timed_out, finish_reason::timeout, make_error(status::deadline_exceeded, "request deadline passed"));
+}
+
+void request_actor::finish(request_state final_state, finish_reason reason, std::optional<error_info> failure) {
+    if (!life_.transition_to(final_state)) return;
+    deadline_.cancel();
+    generation_result result;
+    result.reason = reason;
+    result.tokens = {setup_.seq->prompt_len, completion_tokens_};
+    if (final_state == request_state::finished && !matcher_.stopped()) {
+        auto tail = matcher_.push(decoder_.flush());
+        result.tail_text = tail.released + (tail.stopped ? std::string() : matcher_.flush());
+    }
+    result.failure = std::move(failure);
+    auto now = rt().now();
+    result.e2e_s = since_arrival(now);
+    result.queue_s = t_scheduled_.count() ? since_arrival(t_scheduled_) : result.e2e_s;
+    result.ttft_s = t_first_token_.count() ? since_arrival(t_first_token_) : 0;
+    setup_.sink->on_finish(result);
+    (void)setup_.tick.tell(bt_finish{setup_.seq->seq}, id());
+    if (metrics_) {
+        metrics_->e2e_request_latency.observe(result.e2e_s);
+        metrics::outcome o = metrics::outcome::error;
+        switch (final_state) {
+            case request_state::finished: o = reason == finish_reason::length ? metrics::outcome::length : metrics::outcome::stop; break;
+            case request_state::cancelled: o = metrics::outcome::cancelled; break;
+            case request_state::timed_out: o = metrics::outcome::timeout; break;
+            case request_state::rejected: o = metrics::outcome::rejected; break;
+            default: break;
+        }
+        metrics_->requests(o).inc();
+        if (final_state == request_state::failed && result.failure)
+            metrics_->requests_failed_total.labels({std::string(to_string(fault_class_of(result.failure->code)))}).inc();
+    }
+    if (setup_.on_terminal) setup_.on_terminal(setup_.seq->request_id, final_state);
+    stop();
+    rt().release(this);
+}
+
+}  // namespace calserve::actors

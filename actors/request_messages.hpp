@@ -1,0 +1,26 @@
+#pragma once
+//! Messages a Request actor accepts.
+#include <variant>
+#include <vector>
+
+#include "actors/engine.hpp"
+#include "config/result.hpp"
+
+namespace calserve::actors {
+
+struct rq_start {};                   // engine: the request is queued (starts the deadline)
+struct rq_scheduled {};               // BatchTick: its first prefill job was formed
+struct rq_token {                     // ChipSession: one sampled token
+    token_id token = 0;
+    float logprob = 0;
+    std::vector<token_logprob> top;
+};
+struct rq_failed {                    // anyone: the request cannot go on
+    error_info error;
+};
+struct rq_cancel {};                  // client cancel or disconnect
+struct rq_deadline {};                // its own deadline timer
+
+using request_message = std::variant<rq_start, rq_scheduled, rq_token, rq_failed, rq_cancel, rq_deadline>;
+
+}  // namespace calserve::actors

@@ -1,0 +1,44 @@
+#pragma once
+//! One admitted generation as the serving actors see it.
+//!
+//! Ownership is handed along with the job, never shared at once: BatchTick
+//! touches a sequence only while it is not in flight; while a job runs, the
+//! DeviceActor (device_len), then the Sampler (tokens, rng) hold it; the
+//! messages between them order every access (strand posts synchronise).
+//!
+//! Invariants: prompt_len <= tokens.size(); device_len <= tokens.size();
+//! the next job feeds tokens[device_len..]: a prefill when device_len == 0
+//! (also after a device reset: re-prefill of prompt + generated so far),
+//! otherwise exactly one decode token.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/engine.hpp"
+#include "model/sampling_params.hpp"
+#include "model/sampling_rng.hpp"
+
+namespace calserve::actors {
+
+using sequence_id = std::uint64_t;
+
+struct sequence_state {
+    sequence_id seq = 0;
+    std::string request_id;
+    std::vector<token_id> tokens;         // prompt, then every sampled token
+    std::int64_t prompt_len = 0;
+    std::int64_t device_len = 0;          // tokens held in device KV
+    std::int64_t max_tokens = 0;
+    std::int64_t kv_tokens = 0;           // reservation: prompt + max_tokens, capped by context
+    model::sampling_params params;
+    model::request_rng rng;
+    std::chrono::nanoseconds arrived{0};
+
+    std::int64_t generated() const { return std::int64_t(tokens.size()) - prompt_len; }
+    std::int64_t pending_tokens() const { return std::int64_t(tokens.size()) - device_len; }
+};
+using sequence_ptr = std::shared_ptr<sequence_state>;
+
+}  // namespace calserve::actors

@@ -1,0 +1,232 @@
+#include "actors/serving_engine.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "actors/backend_setup.hpp"
+#include "actors/batch_tick_actor.hpp"
+#include "actors/chip_session_actor.hpp"
+#include "actors/device_actor.hpp"
+#include "actors/kv_manager_actor.hpp"
+#include "actors/request_actor.hpp"
+#include "actors/sampler_actor.hpp"
+#include "device/package_spec.hpp"
+#include "device/sim/sim_device.hpp"
+#include "model/sampling.hpp"
+#include "model/tokenizer.hpp"
+#include "model/transformer.hpp"
+
+namespace calserve::actors {
+
+// Shared with the actors' callbacks (which may outlive a call into the engine).
+struct serving_engine::registry {
+    std::mutex mutex;
+    std::unordered_map<std::string, address<request_actor>> by_id;
+    std::unordered_map<sequence_id, address<request_actor>> by_seq;
+    std::unordered_map<std::string, sequence_id> seq_of;
+    std::atomic<std::int64_t> in_flight{0};
+
+    address<request_actor> find(sequence_id seq) {
+        std::lock_guard lock(mutex);
+        auto it = by_seq.find(seq);
+        return it == by_seq.end() ? address<request_actor>{} : it->second;
+    }
+    void erase(const std::string& id) {
+        std::lock_guard lock(mutex);
+        if (auto it = seq_of.find(id); it != seq_of.end()) {
+            by_seq.erase(it->second);
+            seq_of.erase(it);
+        }
+        by_id.erase(id);
+        in_flight.fetch_sub(1);
+    }
+};
+
+serving_engine::~serving_engine() = default;
+
+result<std::unique_ptr<serving_engine>> serving_engine::create(runtime& rt, const config& cfg, const engine_setup& setup) {
+    std::unique_ptr<serving_engine> e(new serving_engine());
+    if (auto r = e->build(rt, cfg, setup); !r) return r.error();
+    return e;
+}
+
+void_result serving_engine::build(runtime& rt, const config& base_cfg, const engine_setup& setup) {
+    rt_ = &rt;
+    metrics_ = setup.metrics;
+    registry_ = std::make_shared<registry>();
+    config cfg = base_cfg;
+    bool cpu = !setup.model_dir.empty();
+    std::int64_t slot_context = cfg.integer("runtime.slot_context");
+    result<device::package_spec> spec = cpu ? cpu_package_spec(setup.model_dir, slot_context, cfg.integer("runtime.max_running"))
+                                            : device::package_spec_from_dir(setup.package_dir);
+    if (!spec) return spec.error();
+    if (cpu) {
+        (void)cfg.set("device.sim.step_ms", "0");  // the cpu backend: no NPU pacing
+        (void)cfg.set("device.sim.d2h_ms", "0");
+    }
+    auto tok = model::tokenizer::load(spec->reference_model_dir);
+    if (!tok) return make_error(tok.code(), "tokenizer of " + spec->reference_model_dir.string() + ": " + tok.error().message);
+    tokenizer_ = *tok;
+    for (auto id : tokenizer_->eos_token_ids()) eos_ids_.push_back(id);
+
+    scheduler_ = std::make_unique<runtime_scheduler>(rt);
+    auto options = device::sim::sim_options::from_config(cfg);
+    options.scheduler = scheduler_.get();
+    faults_ = std::make_shared<device::fault_registry>(std::uint64_t(cfg.integer("device.sim.seed")));
+    options.faults = faults_;
+    int threads = rt.mode() == run_mode::deterministic ? 1 : 2;
+    options.make_model = [threads](const device::package_spec& s) {
+        model::load_options lo;
+        lo.threads = threads;
+        lo.tensor_parallel = s.chip_count == 2 ? 2 : 1;
+        return model::load_causal_lm(s.reference_model_dir, lo);
+    };
+    auto dev = device::sim::sim_device::create(std::move(options));
+    if (auto r = dev->load(*spec); !r) return r;
+    device_ = dev;
+
+    const auto* prefill = spec->first_of(device::submodel_kind::prefill);
+    const auto* decode = spec->first_of(device::submodel_kind::decode);
+    if (!prefill || !decode) return make_error(status::submodel_not_found, "package needs a prefill and a decode submodel");
+
+    card_.name = setup.model_name.empty() ? (cpu ? setup.model_dir : setup.package_dir).filename().string() : setup.model_name;
+    card_.usable_context = std::min({spec->context, slot_context, tokenizer_->model_max_length()});
+    card_.vocab_size = spec->vocab_size;
+    card_.backend = cpu ? "cpu" : "sim";
+    max_running_ = cfg.integer("runtime.max_running");
+    max_queued_ = cfg.integer("runtime.max_queued");
+    default_timeout_ms_ = cfg.integer("runtime.request_timeout_ms");
+
+    device_actor_options dopt{prefill->name, decode->name, std::chrono::milliseconds(cfg.integer("device.wait_timeout_ms")),
+                              std::chrono::seconds(1), int(cfg.integer("device.reset_limit"))};
+    batch_tick_options bopt;
+    bopt.max_inflight = int(cfg.integer("runtime.max_inflight"));
+    bopt.max_running = max_running_;
+    bopt.policy.prefill_budget = int(cfg.integer("runtime.prefill_budget"));
+    bopt.kv_wait = std::chrono::milliseconds(cfg.integer("runtime.kv_wait_ms"));
+    auto kv_info = spec->kv;
+    std::int64_t block_tokens = std::max<std::int64_t>(1, kv_info.block_tokens);
+    std::int64_t blocks = kv_info.capacity_tokens() / block_tokens;
+
+    auto reg = registry_;
+    device_actor_ = spawn<device_actor>(rt, device_, dopt, metrics_);
+    kv_ = spawn<kv_manager_actor>(rt, blocks, block_tokens, metrics_);
+    tick_ = spawn<batch_tick_actor>(rt, bopt, metrics_);
+    session_ = spawn<chip_session_actor>(rt, [reg](sequence_id s) { return reg->find(s); }, metrics_);
+    sampler_ = spawn<sampler_actor>(rt, metrics_);
+    device_actor_.lock()->wire(session_, kv_);
+    tick_.lock()->wire(session_, kv_, device_actor_);
+    session_.lock()->wire(tick_, device_actor_, sampler_);
+    sampler_.lock()->wire(session_);
+    (void)device_actor_.tell(da_start{});
+    spdlog::info("engine: model '{}' on {} backend, usable context {}, KV {} blocks of {} tokens, max_inflight {}",
+                 card_.name, card_.backend, card_.usable_context, blocks, block_tokens, bopt.max_inflight);
+    return {};
+}
+
+void_result serving_engine::submit(generation_request request, std::shared_ptr<generation_sink> sink) {
+    auto state = device_state();
+    if (state == device_health::dead) return make_error(status::device_dead, "the device is dead");
+    if (!accepting_.load()) return make_error(status::not_ready, "server is draining");
+    if (request.prompt.empty()) return make_error(status::invalid_argument, "prompt: must not be empty");
+    for (auto t : request.prompt)
+        if (t < 0 || t >= card_.vocab_size)
+            return make_error(status::invalid_argument, "prompt: token id " + std::to_string(t) + " outside the vocabulary");
+    if (request.max_tokens < 1) return make_error(status::invalid_argument, "max_tokens: must be at least 1");
+    std::int64_t need = std::int64_t(request.prompt.size()) + request.max_tokens;
+    if (need > card_.usable_context)
+        return make_error(status::context_overflow,
+                          "prompt (" + std::to_string(request.prompt.size()) + " tokens) + max_tokens (" +
+                              std::to_string(request.max_tokens) + ") exceeds the usable context of " +
+                              std::to_string(card_.usable_context) + " tokens");
+    if (auto v = model::validate(request.sampling, std::size_t(card_.vocab_size)); !v) return v.error();
+    if (registry_->in_flight.load() >= max_running_ + max_queued_)
+        return make_error(status::queue_full, "too many requests in flight");
+
+    auto seq = std::make_shared<sequence_state>();
+    seq->seq = ++next_seq_;
+    seq->request_id = request.id;
+    seq->tokens = std::move(request.prompt);
+    seq->prompt_len = std::int64_t(seq->tokens.size());
+    seq->max_tokens = request.max_tokens;
+    seq->kv_tokens = need;
+    seq->params = std::move(request.sampling);
+    seq->rng = model::request_rng(model::request_rng::derive_seed(seq->params.seed, seq->seq));
+    seq->arrived = rt_->now();
+
+    request_setup rs;
+    rs.seq = seq;
+    rs.sink = std::move(sink);
+    rs.tokenizer = tokenizer_;
+    rs.stop = std::move(request.stop);
+    rs.stop_ids = std::move(request.stop_token_ids);
+    if (!request.ignore_eos) rs.stop_ids.insert(rs.stop_ids.end(), eos_ids_.begin(), eos_ids_.end());
+    auto ms = request.timeout.count() > 0 ? request.timeout.count() : default_timeout_ms_;
+    rs.timeout = std::chrono::milliseconds(ms);
+    rs.tick = tick_;
+    auto reg = registry_;
+    rs.on_terminal = [reg](const std::string& id, request_state) { reg->erase(id); };
+
+    auto addr = spawn<request_actor>(*rt_, std::move(rs), metrics_);
+    {
+        std::lock_guard lock(registry_->mutex);
+        if (registry_->by_id.contains(request.id)) {
+            despawn(*rt_, addr);
+            return make_error(status::invalid_argument, "request id already in use: " + request.id);
+        }
+        registry_->by_id[request.id] = addr;
+        registry_->by_seq[seq->seq] = addr;
+        registry_->seq_of[request.id] = seq->seq;
+        registry_->in_flight.fetch_add(1);
+    }
+    (void)addr.tell(rq_start{});
+    return {};
+}
+
+void serving_engine::cancel(const std::string& request_id) {
+    address<request_actor> addr;
+    {
+        std::lock_guard lock(registry_->mutex);
+        if (auto it = registry_->by_id.find(request_id); it != registry_->by_id.end()) addr = it->second;
+    }
+    (void)addr.tell(rq_cancel{});
+}
+
+std::int64_t serving_engine::in_flight() const { return registry_->in_flight.load(); }
+
+device_health serving_engine::device_state() const {
+    auto d = device_actor_.lock();
+    return d ? d->health() : device_health::dead;
+}
+
+engine_health serving_engine::health() const {
+    engine_health h;
+    auto state = device_state();
+    h.device_state = std::string(to_string(state));
+    h.ready = accepting_.load() && (state == device_health::ready || state == device_health::busy);
+    h.healthy = state != device_health::dead;
+    h.running = registry_->in_flight.load();
+    if (auto t = tick_.lock()) h.waiting = std::int64_t(t->pending());
+    return h;
+}
+
+result<std::vector<token_id>> serving_engine::encode(std::string_view text) const { return tokenizer_->encode(text); }
+
+result<std::string> serving_engine::decode(const std::vector<token_id>& ids) const { return tokenizer_->decode(ids); }
+
+result<std::string> serving_engine::apply_chat_template(const std::vector<chat_message>& messages,
+                                                        bool add_generation_prompt) const {
+    return tokenizer_->apply_chat_template(messages, add_generation_prompt);
+}
+
+void serving_engine::reset_device(std::string reason) { (void)device_actor_.tell(da_reset{std::move(reason)}); }
+
+std::shared_ptr<device::fault_registry> serving_engine::faults() const { return faults_; }
+
+const kv_manager_actor& serving_engine::kv_manager() const { return *kv_.lock(); }
+const batch_tick_actor& serving_engine::batch_tick() const { return *tick_.lock(); }
+std::uint64_t serving_engine::device_resets() const {
+    auto d = device_actor_.lock();
+    return d ? d->resets() : 0;
+}
+
+}  // namespace calserve::actors

@@ -1,0 +1,60 @@
+#pragma once
+// Shared fixture for serving-engine tests: a synthetic model directory (cpu
+// backend) or package (sim backend) built once per test binary, a
+// deterministic runtime, and a recording generation sink.
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "actors/engine.hpp"
+#include "actors/metrics.hpp"
+#include "actors/runtime.hpp"
+#include "actors/serving_engine.hpp"
+#include "config/config.hpp"
+
+namespace calserve::test {
+
+// A tiny synthetic Qwen3 model directory (created once, cached in the build tree).
+const std::filesystem::path& tiny_model_dir(const std::string& preset = "tiny-dense");
+
+struct recording_sink : actors::generation_sink {
+    std::mutex mutex;
+    std::vector<actors::token_id> tokens;
+    std::string text;
+    int finishes = 0;
+    actors::generation_result result;
+    void on_token(const actors::generated_token& t) override {
+        std::lock_guard lock(mutex);
+        tokens.push_back(t.token);
+        text += t.text;
+    }
+    void on_finish(const actors::generation_result& r) override {
+        std::lock_guard lock(mutex);
+        ++finishes;
+        result = r;
+        text += r.tail_text;
+    }
+};
+
+struct engine_harness {
+    explicit engine_harness(std::vector<std::string> overrides = {}, actors::run_mode mode = actors::run_mode::deterministic,
+                            const std::string& preset = "tiny-dense");
+    ~engine_harness();
+    // Runs virtual time until every submitted request finished (or `limit` virtual seconds pass).
+    void run_until_done(double limit_s = 600);
+    actors::generation_request greedy(std::string id, std::vector<actors::token_id> prompt, std::int64_t max_tokens);
+
+    actors::metrics::registry registry;
+    actors::calserve_metrics metrics{registry};
+    actors::runtime rt;
+    std::unique_ptr<actors::serving_engine> engine;
+};
+
+// Greedy continuation computed directly on the reference transformer.
+std::vector<actors::token_id> reference_greedy(const std::filesystem::path& model_dir,
+                                               const std::vector<actors::token_id>& prompt, std::int64_t max_tokens);
+
+}  // namespace calserve::test
