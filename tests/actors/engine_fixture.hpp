@@ -14,11 +14,9 @@
 #include "actors/runtime.hpp"
 #include "actors/serving_engine.hpp"
 #include "config/config.hpp"
+#include "tests/support/model_support.hpp"
 
 namespace calserve::test {
-
-// A tiny synthetic Qwen3 model directory (created once, cached in the build tree).
-const std::filesystem::path& tiny_model_dir(const std::string& preset = "tiny-dense");
 
 struct recording_sink : actors::generation_sink {
     std::mutex mutex;
@@ -52,9 +50,5 @@ struct engine_harness {
     actors::runtime rt;
     std::unique_ptr<actors::serving_engine> engine;
 };
-
-// Greedy continuation computed directly on the reference transformer.
-std::vector<actors::token_id> reference_greedy(const std::filesystem::path& model_dir,
-                                               const std::vector<actors::token_id>& prompt, std::int64_t max_tokens);
 
 }  // namespace calserve::test

@@ -1,0 +1,99 @@
+// Model-backed helpers shared by the engine and end-to-end tests.
+#include "tests/support/model_support.hpp"
+
+#include <catch2/catch.hpp>
+#include <map>
+#include <mutex>
+
+#include "device/package_spec.hpp"
+#include "model/bf16.hpp"
+#include "model/package/pack.hpp"
+#include "model/synthetic_model.hpp"
+#include "model/transformer.hpp"
+#include "tests/support/test_paths.hpp"
+
+namespace calserve::test {
+
+const std::filesystem::path& tiny_model_dir(const std::string& preset) {
+    static std::mutex mutex;
+    static std::map<std::string, std::filesystem::path> dirs;
+    std::lock_guard lock(mutex);
+    auto& dir = dirs[preset];
+    if (dir.empty()) {
+        dir = binary_dir() / "test-models" / preset;
+        if (!std::filesystem::exists(dir / "config.json")) {
+            std::filesystem::create_directories(dir);
+            auto made = model::make_synthetic_model(preset, dir, 7, "f32", tokenizer_dir());
+            if (!made) FAIL("make_synthetic_model: " << made.error().what());
+        }
+    }
+    return dir;
+}
+
+const std::filesystem::path& test_package_dir(const std::string& preset) {
+    static std::mutex mutex;
+    static std::map<std::string, std::filesystem::path> dirs;
+    std::lock_guard lock(mutex);
+    auto& dir = dirs[preset];
+    if (dir.empty()) {
+        dir = binary_dir() / "test-packages" / preset;
+        if (!std::filesystem::exists(dir / "calserve-manifest.json")) {
+            std::filesystem::remove_all(dir);
+            std::filesystem::create_directories(dir);
+            model::package::pack_options o;
+            o.preset = preset;
+            o.out = dir;
+            o.tokenizer_dir = tokenizer_dir();
+            auto made = model::package::pack(o);
+            if (!made) FAIL("pack " << preset << ": " << made.error().what());
+        }
+    }
+    return dir;
+}
+
+std::filesystem::path package_model_dir(const std::filesystem::path& package_dir) {
+    auto spec = device::package_spec_from_dir(package_dir);
+    REQUIRE(spec.ok());
+    return spec->reference_model_dir;
+}
+
+std::vector<std::int32_t> reference_greedy(const std::filesystem::path& model_dir,
+                                               const std::vector<std::int32_t>& prompt, std::int64_t max_tokens) {
+    // One loaded model per directory for the whole test binary; sequence ids keep runs apart.
+    static std::mutex mutex;
+    static std::map<std::filesystem::path, std::unique_ptr<model::causal_lm>> models;
+    static model::seq_id next_seq = 1;
+    std::lock_guard lock(mutex);
+    auto& slot = models[model_dir];
+    if (!slot) {
+        auto lm = model::load_causal_lm(model_dir, {});
+        REQUIRE(lm.ok());
+        slot = std::move(lm.value());
+    }
+    auto& m = *slot;
+    const model::seq_id seq = next_seq++;
+    std::vector<float> logits(std::size_t(m.shape().vocab_size));
+    // The device returns BF16 logits: take the argmax the same way.
+    auto argmax_bf16 = [&] {
+        std::size_t best = 0;
+        float best_v = -1e30f;
+        for (std::size_t i = 0; i < logits.size(); ++i) {
+            float v = model::bf16_to_f32(model::f32_to_bf16(logits[i]));
+            if (v > best_v) {
+                best_v = v;
+                best = i;
+            }
+        }
+        return std::int32_t(best);
+    };
+    REQUIRE(m.prefill(seq, prompt, logits).ok());
+    std::vector<std::int32_t> out;
+    for (std::int64_t i = 0; i < max_tokens; ++i) {
+        out.push_back(argmax_bf16());
+        if (i + 1 < max_tokens) REQUIRE(m.decode(seq, out.back(), logits).ok());
+    }
+    m.free_sequence(seq);
+    return out;
+}
+
+}  // namespace calserve::test
