@@ -2,7 +2,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <string_view>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -10,6 +14,29 @@
 #include "tests/support/test_paths.hpp"
 
 namespace calserve::test {
+
+namespace {
+// GET /ready over a plain socket: true on a 200 answer.
+bool ready(std::uint16_t port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return false;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = false;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+        const char req[] = "GET /ready HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+        if (::write(fd, req, sizeof req - 1) == ssize_t(sizeof req - 1)) {
+            char buf[64] = {};
+            auto n = ::read(fd, buf, sizeof buf - 1);
+            ok = n > 12 && std::string_view(buf, std::size_t(n)).substr(9, 3) == "200";
+        }
+    }
+    ::close(fd);
+    return ok;
+}
+}  // namespace
 
 daemon_process::daemon_process(std::vector<std::string> args) {
     int out[2];
@@ -42,8 +69,11 @@ daemon_process::daemon_process(std::vector<std::string> args) {
     ::close(out[0]);
     banner_ = line;
     auto colon = line.rfind(':', line.find(" (", line.find("http://")));
-    if (line.find("http://") != std::string::npos && colon != std::string::npos)
-        port_ = std::uint16_t(std::stoi(line.substr(colon + 1)));
+    if (line.find("http://") == std::string::npos || colon == std::string::npos) return;
+    port_ = std::uint16_t(std::stoi(line.substr(colon + 1)));
+    // Serving starts once the device is configured and warmed up: wait for /ready.
+    while (std::chrono::steady_clock::now() < deadline && !ready(port_))
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
 
 daemon_process::~daemon_process() {
