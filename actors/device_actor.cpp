@@ -59,12 +59,16 @@ const std::string& device_actor::submodel_of(const job_ptr& job) const {
 
 void device_actor::on(da_start&) {
     move_to(device_health::configuring);
-    auto configured = dev_->configure();
-    if (!configured) {
-        spdlog::error("device configure failed: {}", configured.error().what());
-        move_to(device_health::dead);
-        (void)session_.tell(cs_device_dead{}, id());
-        return;
+    auto state = dev_->status().state;
+    bool configured = state == device::device_state::configured || state == device::device_state::ready;
+    if (!configured) {  // the engine normally hands over a configured device (parameters loaded at start-up)
+        auto r = dev_->configure();
+        if (!r) {
+            spdlog::error("device configure failed: {}", r.error().what());
+            move_to(device_health::dead);
+            (void)session_.tell(cs_device_dead{}, id());
+            return;
+        }
     }
     move_to(device_health::warmup);
     start_golden();

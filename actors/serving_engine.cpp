@@ -2,18 +2,17 @@
 
 #include <spdlog/spdlog.h>
 
-#include "actors/backend_setup.hpp"
+#include "actors/runtime_scheduler.hpp"
 #include "actors/batch_tick_actor.hpp"
 #include "actors/chip_session_actor.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/kv_manager_actor.hpp"
 #include "actors/request_actor.hpp"
 #include "actors/sampler_actor.hpp"
-#include "device/package_spec.hpp"
-#include "device/sim/sim_device.hpp"
+#include "device/sim/cpu_backend.hpp"
+#include "device/sim/reference_model.hpp"
 #include "model/sampling.hpp"
 #include "model/tokenizer.hpp"
-#include "model/transformer.hpp"
 
 namespace calserve::actors {
 
@@ -53,36 +52,21 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
     rt_ = &rt;
     metrics_ = setup.metrics;
     registry_ = std::make_shared<registry>();
-    config cfg = base_cfg;
+    const config& cfg = base_cfg;
     bool cpu = !setup.model_dir.empty();
     std::int64_t slot_context = cfg.integer("runtime.slot_context");
-    result<device::package_spec> spec = cpu ? cpu_package_spec(setup.model_dir, slot_context, cfg.integer("runtime.max_running"))
-                                            : device::package_spec_from_dir(setup.package_dir);
-    if (!spec) return spec.error();
-    if (cpu) {
-        (void)cfg.set("device.sim.step_ms", "0");  // the cpu backend: no NPU pacing
-        (void)cfg.set("device.sim.d2h_ms", "0");
-    }
+    scheduler_ = std::make_unique<runtime_scheduler>(rt);
+    faults_ = std::make_shared<device::fault_registry>(std::uint64_t(cfg.integer("device.sim.seed")));
+    // Loads the package (or the HF directory) and configures the device (parameters in place).
+    auto dev = cpu ? device::sim::open_cpu_device(setup.model_dir, cfg, *scheduler_, faults_)
+                   : device::sim::open_sim_device(setup.package_dir, cfg, *scheduler_, faults_);
+    if (!dev) return dev.error();
+    device_ = *dev;
+    const device::package_spec* spec = &device_->package();
     auto tok = model::tokenizer::load(spec->reference_model_dir);
     if (!tok) return make_error(tok.code(), "tokenizer of " + spec->reference_model_dir.string() + ": " + tok.error().message);
     tokenizer_ = *tok;
     for (auto id : tokenizer_->eos_token_ids()) eos_ids_.push_back(id);
-
-    scheduler_ = std::make_unique<runtime_scheduler>(rt);
-    auto options = device::sim::sim_options::from_config(cfg);
-    options.scheduler = scheduler_.get();
-    faults_ = std::make_shared<device::fault_registry>(std::uint64_t(cfg.integer("device.sim.seed")));
-    options.faults = faults_;
-    int threads = rt.mode() == run_mode::deterministic ? 1 : 2;
-    options.make_model = [threads](const device::package_spec& s) {
-        model::load_options lo;
-        lo.threads = threads;
-        lo.tensor_parallel = s.chip_count == 2 ? 2 : 1;
-        return model::load_causal_lm(s.reference_model_dir, lo);
-    };
-    auto dev = device::sim::sim_device::create(std::move(options));
-    if (auto r = dev->load(*spec); !r) return r;
-    device_ = dev;
 
     const auto* prefill = spec->first_of(device::submodel_kind::prefill);
     const auto* decode = spec->first_of(device::submodel_kind::decode);

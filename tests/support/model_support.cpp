@@ -21,7 +21,10 @@ const std::filesystem::path& tiny_model_dir(const std::string& preset) {
     auto& dir = dirs[preset];
     if (dir.empty()) {
         dir = binary_dir() / "test-models" / preset;
-        if (!std::filesystem::exists(dir / "config.json")) {
+        if (!std::filesystem::exists(dir / "tokenizer.json")) {
+            if (!std::filesystem::exists(tokenizer_dir() / "tokenizer.json"))
+                FAIL("Qwen3 tokenizer missing at " << tokenizer_dir() << ": run tools/bootstrap");
+            std::filesystem::remove_all(dir);
             std::filesystem::create_directories(dir);
             auto made = model::make_synthetic_model(preset, dir, 7, "f32", tokenizer_dir());
             if (!made) FAIL("make_synthetic_model: " << made.error().what());
@@ -38,6 +41,8 @@ const std::filesystem::path& test_package_dir(const std::string& preset) {
     if (dir.empty()) {
         dir = binary_dir() / "test-packages" / preset;
         if (!std::filesystem::exists(dir / "calserve-manifest.json")) {
+            if (!std::filesystem::exists(tokenizer_dir() / "tokenizer.json"))
+                FAIL("Qwen3 tokenizer missing at " << tokenizer_dir() << ": run tools/bootstrap");
             std::filesystem::remove_all(dir);
             std::filesystem::create_directories(dir);
             model::package::pack_options o;
