@@ -3,6 +3,7 @@
 #include "net/api_params.hpp"
 
 #include <boost/json.hpp>
+#include <charconv>
 #include <cmath>
 
 namespace calserve::net {
@@ -40,6 +41,12 @@ std::optional<std::int64_t> as_integer(const json::value& v) {
     return std::nullopt;
 }
 
+std::string number_text(double d) {
+    char buf[32];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, d);
+    return ec == std::errc{} ? std::string(buf, end) : std::string("?");
+}
+
 // Reads an optional number in [lo, hi] (open at lo when lo_open).
 maybe_error read_number(const json::object& o, std::string_view name, double lo, double hi, bool lo_open,
                         float& out) {
@@ -49,8 +56,8 @@ maybe_error read_number(const json::object& o, std::string_view name, double lo,
     if (!d) return field_error(name, "expected a number");
     bool low_ok = lo_open ? *d > lo : *d >= lo;
     if (!std::isfinite(*d) || !low_ok || *d > hi) {
-        return field_error(name, "must be in " + std::string(lo_open ? "(" : "[") + json::serialize(json::value(lo)) +
-                                     ", " + json::serialize(json::value(hi)) + "], got " + json::serialize(*v));
+        return field_error(name, "must be in " + std::string(lo_open ? "(" : "[") + number_text(lo) + ", " +
+                                     number_text(hi) + "], got " + number_text(*d));
     }
     out = static_cast<float>(*d);
     return std::nullopt;

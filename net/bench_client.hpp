@@ -52,6 +52,7 @@ using bench_clock = std::chrono::steady_clock;
 struct request_record {
     std::size_t index = 0;
     std::string server;     // which endpoint (label) served it
+    int round = 0;          // --compare alternates servers in rounds
     bool warmup = false;
     bool ok = false;
     int http_status = 0;

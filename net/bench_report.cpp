@@ -4,6 +4,7 @@
 #include <boost/json.hpp>
 #include <cstdio>
 #include <limits>
+#include <map>
 
 namespace calserve::net::bench {
 namespace json = boost::json;
@@ -33,19 +34,29 @@ bool meets_slo(const request_record& r, const slo& s) {
 
 namespace {
 
+// The window is the sum over rounds of (first measured send .. last measured
+// done): with --compare the other server's rounds are not this one's wall time.
 void fill_window(std::span<const request_record> records, run_summary& out) {
-    double first = std::numeric_limits<double>::max();
-    double last = 0.0;
+    std::map<int, std::pair<double, double>> rounds;
     for (const auto& r : records) {
         if (r.warmup || !r.ok) continue;
-        first = std::min(first, r.t_send);
-        last = std::max(last, r.t_done);
+        auto [it, fresh] = rounds.try_emplace(r.round, r.t_send, r.t_done);
+        if (!fresh) {
+            it->second.first = std::min(it->second.first, r.t_send);
+            it->second.second = std::max(it->second.second, r.t_done);
+        }
     }
-    out.window_s = last > first ? last - first : 0.0;
-    std::vector<span_interval> spans;
-    for (const auto& r : records)
-        if (r.t_send >= 0 && r.t_done >= r.t_send) spans.push_back({r.t_send, r.t_done});
-    const double l = out.window_s > 0 ? mean_concurrency(spans, first, last) : 0.0;
+    double busy = 0.0;
+    out.window_s = 0.0;
+    for (const auto& [round, w] : rounds) {
+        std::vector<span_interval> spans;
+        for (const auto& r : records)
+            if (r.round == round && r.t_send >= 0 && r.t_done >= r.t_send) spans.push_back({r.t_send, r.t_done});
+        const double width = w.second - w.first;
+        out.window_s += width;
+        busy += mean_concurrency(spans, w.first, w.second) * width;
+    }
+    const double l = out.window_s > 0 ? busy / out.window_s : 0.0;
     out.littles = littles_law_check(l, out.succeeded, out.window_s, out.e2e_ms.mean / 1000.0);
 }
 
@@ -87,6 +98,7 @@ json::object record_json(const request_record& r) {
     for (double t : r.token_times) tokens.push_back(t);
     json::object o{{"index", r.index},
                    {"server", r.server},
+                   {"round", r.round},
                    {"warmup", r.warmup},
                    {"ok", r.ok},
                    {"http_status", r.http_status},

@@ -28,7 +28,7 @@ struct run_summary {
     std::size_t succeeded = 0;
     std::size_t failed = 0;
     std::size_t met_slo = 0;
-    double window_s = 0.0;       // first measured send .. last measured done
+    double window_s = 0.0;       // per round: first measured send .. last measured done, summed
     std::int64_t output_tokens = 0;
     double request_throughput = 0.0;  // successful requests / s
     double token_throughput = 0.0;    // output tokens / s

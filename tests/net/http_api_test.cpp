@@ -354,11 +354,25 @@ TEST_CASE("Injected client_stall: a stalled SSE consumer overflows and is cancel
     auto s = connect(ioc, f.port);
     http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
     req.set(http::field::host, "x");
-    req.body() = R"({"prompt":"x","max_tokens":50,"stream":true})";
+    req.body() = R"({"prompt":"x","max_tokens":3,"stream":true})";  // fits the queue: no overflow
     req.prepare_payload();
     http::write(s, req);
-    REQUIRE(wait_until([&] { return f.engine.in_flight() == 1; }));
+    REQUIRE(wait_until([&] { return f.engine.submitted().size() == 2; }));
     f.engine.gate_open = true;
     REQUIRE(wait_until([&] { return f.engine.cancels().size() == 2; }));
     CHECK(f.engine.cancels().back() == f.engine.submitted().back().id);
+    // The server closed the connection instead of finishing the response.
+    beast::flat_buffer buf;
+    http::response<http::string_body> res;
+    beast::error_code ec;
+    http::read(s, buf, res, ec);
+    CHECK(ec);
+}
+
+TEST_CASE("Range errors state the range and the value") {
+    server_fixture f;
+    auto r = post(f.port, "/v1/completions", R"({"prompt":"x","temperature":2.5})");
+    CHECK(parse_obj(r.body()).at("error").at("message") == "temperature: must be in [0, 2], got 2.5");
+    auto p = post(f.port, "/v1/completions", R"({"prompt":"x","top_p":0})");
+    CHECK(parse_obj(p.body()).at("error").at("message") == "top_p: must be in (0, 1], got 0");
 }
