@@ -107,6 +107,7 @@ void run_targets(std::vector<target>& targets, const b::run_options& opt,
             auto recs = b::run_load(t.ep, t.label, opt, prompts, round == 0 ? opt.warmup : 0, measured, origin, prog);
             for (auto& r : recs) {
                 r.index = t.records.size();
+                r.round = round;
                 t.records.push_back(std::move(r));
             }
         }

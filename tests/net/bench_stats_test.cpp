@@ -152,3 +152,15 @@ TEST_CASE("bench workload: token counts, caps, arrivals and prompts", "[bench]")
     }
     CHECK(cut_prompts(corpus, 10, 4, 3) == prompts);
 }
+
+TEST_CASE("bench window sums rounds, so --compare gaps are not counted", "[bench]") {
+    std::vector<request_record> recs{rec(0, 0.1, 1.0, 4), rec(5, 5.1, 6.0, 4)};
+    recs[1].round = 1;
+    const auto s = summarize_run(recs, {}, 1);
+    CHECK(s.window_s == Approx(2.0));
+    CHECK(s.request_throughput == Approx(1.0));
+    CHECK(s.littles.mean_concurrency == Approx(1.0));
+    CHECK(s.littles.ratio == Approx(1.0));
+    recs[1].round = 0;  // one round: the 4 s gap is wall time
+    CHECK(summarize_run(recs, {}, 1).window_s == Approx(6.0));
+}
