@@ -146,65 +146,83 @@ int report(const bench_cli& cli, std::vector<target>& targets) {
     return 0;
 }
 
-int run_bench(bench_cli& cli) {
+// Picks closed or open loop from the flags; false (after a message) when neither.
+bool choose_load(bench_cli& cli) {
     auto& opt = cli.opt;
     opt.objectives = b::slo{cli.slo_ttft_ms, cli.slo_tpot_ms};
     if (cli.concurrency > 0) {
         opt.arrival = b::arrival_kind::closed;
         opt.concurrency = cli.concurrency;
-    } else if (cli.rate > 0) {
+        return true;
+    }
+    if (cli.rate > 0) {
         opt.arrival = cli.arrival == "constant" ? b::arrival_kind::constant : b::arrival_kind::poisson;
         opt.rate = cli.rate;
-    } else {
-        std::cerr << "calserve bench: give --rate R (open loop) or --concurrency C (closed loop)\n";
-        return 2;
+        return true;
     }
+    std::cerr << "calserve bench: give --rate R (open loop) or --concurrency C (closed loop)\n";
+    return false;
+}
+
+// Parses the URLs and asks each server for its model and context; returns the
+// usable context (smallest of the servers', or --context), or nullopt if unusable.
+std::optional<std::int64_t> probe_targets(bench_cli& cli, std::vector<target>& targets) {
+    for (const auto* u : {&cli.url, &cli.compare_url}) {
+        if (u->empty()) continue;
+        auto ep = endpoint_or_report(*u, cli.api_key);
+        if (!ep) return std::nullopt;
+        targets.push_back(target{*ep, targets.empty() ? "a" : "b", {}});
+    }
+    std::int64_t context = cli.opt.context;
+    for (auto& t : targets) {
+        auto info = b::fetch_server_info(t.ep, std::chrono::seconds(10));
+        if (!info) {
+            std::cerr << "calserve bench: server " << t.label << " unreachable or not OpenAI-compatible: "
+                      << info.error().message << "\n";
+            return std::nullopt;
+        }
+        if (cli.opt.model.empty()) cli.opt.model = info->model;
+        if (cli.opt.context == 0 && info->max_model_len > 0)
+            context = context == 0 ? info->max_model_len : std::min(context, info->max_model_len);
+    }
+    return context;
+}
+
+std::optional<std::string> corpus_text(const bench_cli& cli) {
+    if (cli.corpus_file.empty()) return b::default_corpus_text();
+    std::ifstream f(cli.corpus_file, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    if (!f || ss.str().empty()) {
+        std::cerr << "calserve bench: cannot read --corpus " << cli.corpus_file << "\n";
+        return std::nullopt;
+    }
+    return ss.str();
+}
+
+int run_bench(bench_cli& cli) {
+    auto& opt = cli.opt;
+    if (!choose_load(cli)) return 2;
     const auto ptok = b::parse_token_count(cli.prompt_tokens);
     if (!ptok) {
         std::cerr << "calserve bench: --prompt-tokens: expected a count like 256 or 1K\n";
         return 2;
     }
     std::vector<target> targets;
-    for (const auto* u : {&cli.url, &cli.compare_url}) {
-        if (u->empty()) continue;
-        auto ep = endpoint_or_report(*u, cli.api_key);
-        if (!ep) return 2;
-        targets.push_back(target{*ep, targets.empty() ? "a" : "b", {}});
-    }
-    const std::chrono::milliseconds probe{10000};
-    std::int64_t context = opt.context;
-    for (auto& t : targets) {
-        auto info = b::fetch_server_info(t.ep, probe);
-        if (!info) {
-            std::cerr << "calserve bench: server " << t.label << " unreachable or not OpenAI-compatible: "
-                      << info.error().message << "\n";
-            return 2;
-        }
-        if (opt.model.empty()) opt.model = info->model;
-        if (opt.context == 0 && info->max_model_len > 0)
-            context = context == 0 ? info->max_model_len : std::min(context, info->max_model_len);
-    }
-    const auto prompt_len = b::cap_prompt(*ptok, opt.output_tokens, context);
-    if (prompt_len != *ptok)
-        std::cerr << "calserve bench: prompt capped to " << prompt_len << " tokens by the context (" << context << ")\n";
-    opt.prompt_tokens = prompt_len;
-    std::string text = b::default_corpus_text();
-    if (!cli.corpus_file.empty()) {
-        std::ifstream f(cli.corpus_file, std::ios::binary);
-        std::stringstream ss;
-        ss << f.rdbuf();
-        if (!f || ss.str().empty()) {
-            std::cerr << "calserve bench: cannot read --corpus " << cli.corpus_file << "\n";
-            return 2;
-        }
-        text = ss.str();
-    }
-    auto corpus = b::corpus_tokens(targets.front().ep, text, prompt_len, probe * 6);
+    const auto context = probe_targets(cli, targets);
+    if (!context) return 2;
+    opt.prompt_tokens = b::cap_prompt(*ptok, opt.output_tokens, *context);
+    if (opt.prompt_tokens != *ptok)
+        std::cerr << "calserve bench: prompt capped to " << opt.prompt_tokens << " tokens by the context (" << *context
+                  << ")\n";
+    const auto text = corpus_text(cli);
+    if (!text) return 2;
+    auto corpus = b::corpus_tokens(targets.front().ep, *text, opt.prompt_tokens, std::chrono::seconds(60));
     if (!corpus) {
         std::cerr << "calserve bench: /tokenize failed: " << corpus.error().message << "\n";
         return 2;
     }
-    const auto prompts = b::cut_prompts(*corpus, prompt_len, 64, opt.seed);
+    const auto prompts = b::cut_prompts(*corpus, opt.prompt_tokens, 64, opt.seed);
     b::progress prog;
     prog.total = static_cast<int>(targets.size()) * (opt.warmup + opt.requests);
     {
