@@ -32,6 +32,7 @@ struct bench_cli {
     std::string out_dir;
     double rate = 0.0;
     int concurrency = 0;
+    std::int64_t timeout_ms = 600000;
     std::optional<double> slo_ttft_ms;
     std::optional<double> slo_tpot_ms;
     b::run_options opt;
@@ -203,6 +204,7 @@ std::optional<std::string> corpus_text(const bench_cli& cli) {
 int run_bench(bench_cli& cli) {
     auto& opt = cli.opt;
     if (!choose_load(cli)) return 2;
+    opt.timeout = std::chrono::milliseconds(cli.timeout_ms);
     const auto ptok = b::parse_token_count(cli.prompt_tokens);
     if (!ptok) {
         std::cerr << "calserve bench: --prompt-tokens: expected a count like 256 or 1K\n";
@@ -251,6 +253,8 @@ const bool registered = register_command("bench", "load-test an OpenAI-compatibl
     app.add_option("--corpus", cli->corpus_file, "text file to cut prompts from (default: built-in prose)");
     app.add_option("--slo-ttft-ms", cli->slo_ttft_ms, "goodput SLO on time to first token");
     app.add_option("--slo-tpot-ms", cli->slo_tpot_ms, "goodput SLO on time per output token");
+    app.add_option("--timeout-ms", cli->timeout_ms, "client deadline per request (a stuck stream is a failure)")
+        ->check(CLI::Range(std::int64_t{1}, std::int64_t{86400000}));
     app.add_option("--seed", cli->opt.seed, "seed of arrivals, prompts and bootstrap");
     app.add_option("--out", cli->out_dir, "directory for requests.jsonl, summary.json, summary.txt");
     return [cli] { return run_bench(*cli); };
