@@ -182,6 +182,7 @@ void batch_tick_actor::schedule() {
         if (e.reprefill) {
             e.seq->device_len = 0;  // the device lost this sequence's KV: feed everything again
             e.reprefill = false;
+            if (metrics_ && e.started) metrics_->requests_recovered.inc();  // resumed after a device reset
         }
         e.job_active = true;
         e.awaiting = true;

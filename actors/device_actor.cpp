@@ -63,6 +63,7 @@ void device_actor::on(da_start&) {
     bool configured = state == device::device_state::configured || state == device::device_state::ready;
     if (!configured) {  // the engine normally hands over a configured device (parameters loaded at start-up)
         auto r = dev_->configure();
+        sync_fault_metrics();
         if (!r) {
             spdlog::error("device configure failed: {}", r.error().what());
             move_to(device_health::dead);
@@ -190,8 +191,7 @@ void device_actor::fail_job(const job_ptr& job, const error_info& e, int attempt
         return;
     }
     bool retry = (cls == fault_class::retryable || cls == fault_class::capacity) && attempt < options_.retry_limit;
-    if (metrics_ && (cls == fault_class::retryable || cls == fault_class::capacity))
-        metrics_->faults_total.labels({std::string(to_string(e.code))}).inc();
+    sync_fault_metrics();
     if (retry) {
         auto delay = options_.retry_base * (1 << attempt);
         start_timer(delay, [this, job, attempt] { (void)enqueue(da_execute{job, attempt + 1}, id()); });
@@ -208,6 +208,18 @@ void device_actor::on(da_completed& m) {
         return;
     }
     finish_job(m.job, *m.outcome);
+    sync_fault_metrics();  // ok-status points (slow_infer, short kv_apply_stall) and other layers' points
+}
+
+void device_actor::sync_fault_metrics() {
+    if (!metrics_ || !options_.faults) return;
+    for (std::size_t i = 0; i < device::k_fault_point_count; ++i) {
+        auto point = device::all_fault_points[i];
+        auto fires = options_.faults->fires(point);
+        if (fires == counted_fires_[i]) continue;
+        metrics_->faults_total.labels({device::to_string(point)}).inc(double(fires - counted_fires_[i]));
+        counted_fires_[i] = fires;
+    }
 }
 
 void device_actor::finish_job(const job_ptr& job, const device::job_result& r) {
@@ -227,7 +239,7 @@ void device_actor::finish_job(const job_ptr& job, const device::job_result& r) {
 void device_actor::fault(const error_info& e) {
     if (lifecycle_.is(device_health::dead)) return;
     spdlog::warn("device fault: {}", e.what());
-    if (metrics_) metrics_->faults_total.labels({std::string(to_string(e.code))}).inc();
+    sync_fault_metrics();
     ++generation_;
     in_flight_ = 0;
     if (fault_at_.count() == 0) fault_at_ = rt().now() + std::chrono::nanoseconds(1);
@@ -253,6 +265,7 @@ void device_actor::on(da_reset_step& m) {
         return;
     }
     auto r = dev_->reset();
+    sync_fault_metrics();
     if (!r) {
         ++failed_resets_;
         spdlog::warn("device reset failed ({} of {}): {}", failed_resets_, options_.reset_limit, r.error().what());

@@ -27,6 +27,7 @@
 #include "actors/actor.hpp"
 #include "actors/device_actor_messages.hpp"
 #include "actors/lifecycle.hpp"
+#include "device/fault_points.hpp"
 
 namespace calserve::actors {
 
@@ -64,6 +65,9 @@ struct device_actor_options {
     int reset_limit = 3;
     int retry_limit = 6;                                    // submit_busy / KV refusals
     std::chrono::nanoseconds retry_base{std::chrono::milliseconds(1)};
+    // The injected-fault registry the device consults (may be null): faults_total{point}
+    // is counted from its fires, so the metric equals what was injected, per point.
+    std::shared_ptr<device::fault_registry> faults;
 };
 
 class device_actor : public actor<device_actor, device_actor_message> {
@@ -93,6 +97,7 @@ private:
     void start_golden();
     bool move_to(device_health next);
     const std::string& submodel_of(const job_ptr& job) const;
+    void sync_fault_metrics();
 
     std::shared_ptr<device::device> dev_;
     device_actor_options options_;
@@ -108,6 +113,7 @@ private:
     std::chrono::nanoseconds fault_at_{0};
     std::vector<std::uint16_t> golden_logits_;  // from the first warm-up: recovery must reproduce them
     std::vector<std::uint16_t> golden_scratch_;
+    std::array<std::uint64_t, device::k_fault_point_count> counted_fires_{};  // fires already in faults_total
 };
 
 }  // namespace calserve::actors

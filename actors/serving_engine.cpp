@@ -40,7 +40,71 @@ struct serving_engine::registry {
     }
 };
 
+struct serving_engine::watch {
+    explicit watch(std::chrono::nanoseconds bound) : progress(bound) {}
+    progress_watchdog progress;
+    mailbox_watch mailboxes;
+    std::atomic<bool> stall_logged{false};
+};
+
+namespace {
+
+// Forwards to the client's sink and tells the watchdog that tokens are flowing.
+class progress_sink final : public generation_sink {
+public:
+    progress_sink(std::shared_ptr<generation_sink> inner, std::shared_ptr<serving_engine::watch> w, runtime* rt)
+        : inner_(std::move(inner)), watch_(std::move(w)), rt_(rt) {}
+    void on_token(const generated_token& token) override {
+        watch_->progress.on_progress(rt_->now());
+        inner_->on_token(token);
+    }
+    void on_finish(const generation_result& result) override {
+        watch_->progress.on_progress(rt_->now());
+        inner_->on_finish(result);
+    }
+
+private:
+    std::shared_ptr<generation_sink> inner_;
+    std::shared_ptr<serving_engine::watch> watch_;
+    runtime* rt_;
+};
+
+template <class A>
+mailbox_probe probe_of(const address<A>& a, std::string name) {
+    return {std::move(name), [a] { auto p = a.lock(); return p ? p->mailbox_size() : std::size_t{0}; },
+            [a] { auto p = a.lock(); return p ? p->delivered() : std::uint64_t{0}; }};
+}
+
+}  // namespace
+
 serving_engine::~serving_engine() = default;
+
+// Threaded mode only: a periodic check of the actors' mailboxes and of token
+// progress, logged (the deterministic runtime is driven by tests, which must be
+// able to run to idle).
+void serving_engine::start_watch(std::chrono::nanoseconds interval) {
+    std::weak_ptr<watch> weak = watch_;
+    auto reg = registry_;
+    auto* rt = rt_;
+    auto tick = std::make_shared<std::function<void()>>();
+    *tick = [weak, reg, rt, interval, tick_weak = std::weak_ptr<std::function<void()>>(tick)] {
+        auto w = weak.lock();
+        auto again = tick_weak.lock();
+        if (!w || !again) return;
+        for (const auto& name : w->mailboxes.check())
+            spdlog::error("watchdog: actor '{}' has queued messages and delivered none for {} ms", name,
+                          std::chrono::duration_cast<std::chrono::milliseconds>(interval).count());
+        bool stalled = w->progress.stalled(rt->now(), reg->in_flight.load());
+        if (stalled && !w->stall_logged.exchange(true))
+            spdlog::error("watchdog: {} requests in flight and no token progress for {} ms: unhealthy",
+                          reg->in_flight.load(),
+                          std::chrono::duration_cast<std::chrono::milliseconds>(w->progress.since_progress(rt->now())).count());
+        if (!stalled) w->stall_logged.store(false);
+        rt->schedule_after(rt->context().get_executor(), interval, *again);
+    };
+    watch_tick_ = tick;
+    rt_->schedule_after(rt_->context().get_executor(), interval, *tick);
+}
 
 result<std::unique_ptr<serving_engine>> serving_engine::create(runtime& rt, const config& cfg, const engine_setup& setup) {
     std::unique_ptr<serving_engine> e(new serving_engine());
@@ -80,8 +144,13 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
     max_queued_ = cfg.integer("runtime.max_queued");
     default_timeout_ms_ = cfg.integer("runtime.request_timeout_ms");
 
-    device_actor_options dopt{prefill->name, decode->name, std::chrono::milliseconds(cfg.integer("device.wait_timeout_ms")),
-                              std::chrono::seconds(1), int(cfg.integer("device.reset_limit"))};
+    device_actor_options dopt;
+    dopt.prefill_submodel = prefill->name;
+    dopt.decode_submodel = decode->name;
+    dopt.wait_timeout = std::chrono::milliseconds(cfg.integer("device.wait_timeout_ms"));
+    dopt.kv_apply_timeout = std::chrono::seconds(1);
+    dopt.reset_limit = int(cfg.integer("device.reset_limit"));
+    dopt.faults = faults_;
     batch_tick_options bopt;
     bopt.max_inflight = int(cfg.integer("runtime.max_inflight"));
     bopt.max_running = max_running_;
@@ -102,6 +171,14 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
     session_.lock()->wire(tick_, device_actor_, sampler_);
     sampler_.lock()->wire(session_);
     (void)device_actor_.tell(da_start{});
+    watch_ = std::make_shared<watch>(std::chrono::milliseconds(cfg.integer("runtime.progress_timeout_ms")));
+    watch_->mailboxes.add(probe_of(device_actor_, "device"));
+    watch_->mailboxes.add(probe_of(kv_, "kv_manager"));
+    watch_->mailboxes.add(probe_of(tick_, "batch_tick"));
+    watch_->mailboxes.add(probe_of(session_, "chip_session"));
+    watch_->mailboxes.add(probe_of(sampler_, "sampler"));
+    if (rt.mode() == run_mode::threaded && watch_->progress.bound().count() > 0)
+        start_watch(std::max<std::chrono::nanoseconds>(watch_->progress.bound() / 2, std::chrono::milliseconds(100)));
     spdlog::info("engine: model '{}' on {} backend, usable context {}, KV {} blocks of {} tokens, max_inflight {}",
                  card_.name, card_.backend, card_.usable_context, blocks, block_tokens, bopt.max_inflight);
     return {};
@@ -139,7 +216,7 @@ void_result serving_engine::submit(generation_request request, std::shared_ptr<g
 
     request_setup rs;
     rs.seq = seq;
-    rs.sink = std::move(sink);
+    rs.sink = std::make_shared<progress_sink>(std::move(sink), watch_, rt_);
     rs.tokenizer = tokenizer_;
     rs.stop = std::move(request.stop);
     rs.stop_ids = std::move(request.stop_token_ids);
@@ -160,7 +237,7 @@ void_result serving_engine::submit(generation_request request, std::shared_ptr<g
         registry_->by_id[request.id] = addr;
         registry_->by_seq[seq->seq] = addr;
         registry_->seq_of[request.id] = seq->seq;
-        registry_->in_flight.fetch_add(1);
+        watch_->progress.on_admitted(rt_->now(), registry_->in_flight.fetch_add(1) == 0);
     }
     (void)addr.tell(rq_start{});
     return {};
@@ -187,8 +264,8 @@ engine_health serving_engine::health() const {
     auto state = device_state();
     h.device_state = std::string(to_string(state));
     h.ready = accepting_.load() && (state == device_health::ready || state == device_health::busy);
-    h.healthy = state != device_health::dead;
     h.running = registry_->in_flight.load();
+    h.healthy = state != device_health::dead && !watch_->progress.stalled(rt_->now(), h.running);
     if (auto t = tick_.lock()) h.waiting = std::int64_t(t->pending());
     return h;
 }

@@ -23,6 +23,7 @@
 
 #include "actors/actor.hpp"
 #include "actors/engine.hpp"
+#include "actors/watchdog.hpp"
 #include "config/config.hpp"
 
 namespace calserve::device {
@@ -83,10 +84,12 @@ public:
     std::uint64_t device_resets() const;
 
     struct registry;  // request id / sequence id -> Request actor, and counters
+    struct watch;     // progress watchdog + mailbox watch, shared with sinks and the watch timer
 
 private:
     serving_engine() = default;
     void_result build(runtime& rt, const config& cfg, const engine_setup& setup);
+    void start_watch(std::chrono::nanoseconds interval);
 
     runtime* rt_ = nullptr;
     metrics::calserve_metrics* metrics_ = nullptr;
@@ -95,6 +98,8 @@ private:
     std::shared_ptr<device::fault_registry> faults_;
     std::shared_ptr<const model::tokenizer> tokenizer_;
     std::shared_ptr<registry> registry_;
+    std::shared_ptr<watch> watch_;
+    std::shared_ptr<std::function<void()>> watch_tick_;  // the periodic check; dies with the engine
     model_card card_;
     std::vector<token_id> eos_ids_;
     std::int64_t max_running_ = 0, max_queued_ = 0, default_timeout_ms_ = 0;

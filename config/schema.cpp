@@ -29,6 +29,7 @@ constexpr key_spec k_schema[] = {
     {"runtime.prefill_budget", integer, "1", 1, 64, "", "prefills allowed between decode rounds"},
     {"runtime.request_timeout_ms", integer, "600000", 1, 86400000, "", "default request deadline"},
     {"runtime.kv_wait_ms", integer, "5000", 0, 3600000, "", "longest wait for KV room before 429"},
+    {"runtime.progress_timeout_ms", integer, "30000", 0, 86400000, "", "watchdog: /health unhealthy when admitted work makes no token progress this long; 0 = off"},
     {"runtime.default_max_tokens", integer, "256", 1, 1048576, "", "max_tokens when a request gives none"},
 
     {"device.backend", string, "sim", 0, 0, "sim|cpu", "device backend"},

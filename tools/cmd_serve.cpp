@@ -10,13 +10,16 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <spdlog/spdlog.h>
 #include <thread>
 
+#include "actors/control_target.hpp"
 #include "actors/metrics.hpp"
 #include "actors/serving_engine.hpp"
 #include "config/log.hpp"
 #include "model/package/pack.hpp"
+#include "net/control_socket.hpp"
 #include "net/http_server.hpp"
 #include "tools/command.hpp"
 #include "tools/paths.hpp"
@@ -100,6 +103,17 @@ int run_serve(const serve_options& o) {
         std::cerr << "serve: cannot listen: " << port.error().what() << "\n";
         return 2;
     }
+    actors::engine_control control(**engine, &metrics);
+    std::optional<net::control_server> control_server;
+    if (auto path = cfg->string("server.control_socket"); !path.empty()) {
+        control_server.emplace(rt.context(), control, net::control_options{path, std::nullopt});
+        if (auto c = control_server->start(); !c) {
+            std::cerr << "serve: cannot open the control socket: " << c.error().what() << "\n";
+            server.stop();
+            return 2;
+        }
+        spdlog::info("serve: control socket at {}", path);
+    }
     std::cout << "calserve: serving '" << (*engine)->card().name << "' on http://" << cfg->string("server.host") << ":"
               << *port << " (" << (*engine)->card().backend << " backend)" << std::endl;
 
@@ -125,6 +139,7 @@ int run_serve(const serve_options& o) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     auto left = (*engine)->in_flight();
     if (left > 0) spdlog::warn("serve: drain timeout with {} requests in flight", left);
+    if (control_server) control_server->stop();
     server.stop();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let closing sockets flush
     rt.stop();

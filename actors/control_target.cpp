@@ -1,0 +1,118 @@
+#include "actors/control_target.hpp"
+
+#include <boost/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/device_actor.hpp"
+#include "actors/metrics.hpp"
+#include "device/fault_points.hpp"
+
+namespace calserve::actors {
+
+namespace {
+
+net::fault_arm_request to_request(const device::armed_fault& a) {
+    net::fault_arm_request r;
+    r.point = std::string(device::to_string(a.spec.point));
+    r.mode = std::string(device::to_string(a.spec.mode));
+    r.count = a.spec.count;
+    r.probability = a.spec.probability;
+    r.seed = a.spec.seed;
+    r.delay_ms = a.spec.delay_ms;
+    r.chip = a.spec.match.chip;
+    r.submodel = a.spec.match.submodel;
+    r.request = a.spec.match.request;
+    r.sequence = a.spec.match.sequence;
+    return r;
+}
+
+}  // namespace
+
+result<std::uint64_t> engine_control::fault_arm(const net::fault_arm_request& request) {
+    auto point = device::parse_fault_point(request.point);
+    if (!point) return make_error(status::invalid_argument, "unknown fault point: " + request.point);
+    auto mode = device::parse_arm_mode(request.mode);
+    if (!mode) return make_error(status::invalid_argument, "unknown arm mode: " + request.mode);
+    device::fault_spec spec;
+    spec.point = *point;
+    spec.mode = *mode;
+    spec.count = request.count;
+    spec.probability = request.probability;
+    spec.seed = request.seed;
+    spec.delay_ms = request.delay_ms;
+    spec.match.chip = request.chip;
+    spec.match.submodel = request.submodel;
+    spec.match.request = request.request;
+    spec.match.sequence = request.sequence;
+    auto id = engine_.faults()->arm(std::move(spec));
+    if (id) spdlog::info("control: armed fault {} ({}) as #{}", request.point, request.mode, *id);
+    return id;
+}
+
+result<std::size_t> engine_control::fault_clear(const net::fault_clear_request& request) {
+    auto& reg = *engine_.faults();
+    if (request.id) return reg.clear_id(*request.id);
+    if (request.point) {
+        auto point = device::parse_fault_point(*request.point);
+        if (!point) return make_error(status::invalid_argument, "unknown fault point: " + *request.point);
+        return reg.clear(*point);
+    }
+    return reg.clear();
+}
+
+std::vector<net::fault_entry> engine_control::fault_list() {
+    std::vector<net::fault_entry> out;
+    for (const auto& a : engine_.faults()->list()) {
+        net::fault_entry e;
+        e.id = a.id;
+        e.spec = to_request(a);
+        e.remaining = a.remaining;
+        e.fires = a.fires;
+        out.push_back(std::move(e));
+    }
+    return out;
+}
+
+void_result engine_control::device_reset() {
+    auto state = engine_.device_state();
+    if (state == device_health::dead) return make_error(status::device_dead, "the device is dead");
+    engine_.reset_device("control socket");
+    return {};
+}
+
+void_result engine_control::drain() {
+    engine_.drain();
+    return {};
+}
+
+void_result engine_control::resume() {
+    engine_.resume();
+    return {};
+}
+
+result<std::string> engine_control::stats() {
+    namespace json = boost::json;
+    auto h = engine_.health();
+    json::object o{{"device_state", h.device_state}, {"ready", h.ready},           {"healthy", h.healthy},
+                   {"in_flight", engine_.in_flight()}, {"waiting", h.waiting}, {"device_resets", engine_.device_resets()}};
+    json::object fires;
+    auto& reg = *engine_.faults();
+    for (auto p : device::all_fault_points) fires[device::to_string(p)] = reg.fires(p);
+    o["fault_fires"] = std::move(fires);
+    if (metrics_) {
+        o["kv_blocks_used"] = metrics_->kv_blocks_used.value();
+        o["kv_blocks_total"] = metrics_->kv_blocks_total.value();
+        o["requests_recovered"] = metrics_->requests_recovered.value();
+    }
+    return json::serialize(o);
+}
+
+void_result engine_control::trace_start(const std::string&) {
+    return make_error(status::unsupported, "message tracing is not available in this build");
+}
+
+result<std::string> engine_control::trace_stop() {
+    return make_error(status::unsupported, "message tracing is not available in this build");
+}
+
+}  // namespace calserve::actors

@@ -1,0 +1,38 @@
+#pragma once
+//! engine_control: the runtime side of the control socket. Implements
+//! `net::control_target` over a `serving_engine`: fault arm/clear/list go to the
+//! engine's fault registry (the same one the simulator consults), device.reset
+//! asks the DeviceActor for a reset, drain/resume toggle admission, stats
+//! reports the engine's states and counters as one JSON object.
+//!
+//! Fault model: every call returns promptly and never blocks on device work; a
+//! bad point name or spec is an `invalid_argument` result, never a crash.
+//! Invariants: reads only thread-safe engine state (atomics, the registry's own
+//! mutex, metric values), so it may be called from any io thread; trace
+//! recording is not implemented here and answers `unsupported`.
+#include "actors/serving_engine.hpp"
+#include "net/control_target.hpp"
+
+namespace calserve::actors {
+
+class engine_control final : public net::control_target {
+public:
+    // `metrics` may be null (stats then omit the metric-derived fields).
+    engine_control(serving_engine& engine, metrics::calserve_metrics* metrics) : engine_(engine), metrics_(metrics) {}
+
+    result<std::uint64_t> fault_arm(const net::fault_arm_request& request) override;
+    result<std::size_t> fault_clear(const net::fault_clear_request& request) override;
+    std::vector<net::fault_entry> fault_list() override;
+    void_result device_reset() override;
+    void_result drain() override;
+    void_result resume() override;
+    result<std::string> stats() override;
+    void_result trace_start(const std::string& path) override;
+    result<std::string> trace_stop() override;
+
+private:
+    serving_engine& engine_;
+    metrics::calserve_metrics* metrics_;
+};
+
+}  // namespace calserve::actors

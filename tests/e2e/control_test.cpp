@@ -1,0 +1,145 @@
+// End-to-end control socket: a real daemon with --control-socket, driven by the
+// `calserve ctl` client while greedy streams run. A device fault injected mid-
+// stream must be invisible in the stream's text (the sequence is re-prefilled
+// after the reset) and visible in the metrics and the fault list.
+#include <boost/json.hpp>
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <future>
+#include <random>
+
+#include "tests/e2e/daemon.hpp"
+#include "tests/net/net_fixture.hpp"
+#include "tests/support/model_support.hpp"
+#include "tests/support/test_paths.hpp"
+
+using namespace calserve;
+using namespace calserve::test;
+namespace json = boost::json;
+
+namespace {
+
+std::vector<std::int32_t> prompt_of(int seed, int length) {
+    std::mt19937 rng(seed);
+    std::vector<std::int32_t> p;
+    for (int i = 0; i < length; ++i) p.push_back(std::int32_t(rng() % 150000));
+    return p;
+}
+
+json::array to_json(const std::vector<std::int32_t>& ids) {
+    json::array a;
+    for (auto id : ids) a.push_back(id);
+    return a;
+}
+
+// Runs `calserve ctl --socket S --json ARGS`; returns stdout and the exit code.
+std::pair<std::string, int> ctl(const std::filesystem::path& socket, const std::string& args) {
+    std::string cmd = calserve_binary().string() + " ctl --socket " + socket.string() + " --json " + args + " 2>&1";
+    std::FILE* p = ::popen(cmd.c_str(), "r");
+    if (!p) return {"", -1};
+    std::string out;
+    char buf[4096];
+    while (auto n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    int rc = ::pclose(p);
+    return {out, WIFEXITED(rc) ? WEXITSTATUS(rc) : -1};
+}
+
+json::object ctl_result(const std::filesystem::path& socket, const std::string& args) {
+    auto [out, rc] = ctl(socket, args);
+    INFO(args << " -> " << out);
+    REQUIRE(rc == 0);
+    auto v = json::parse(out).as_object();
+    REQUIRE(v.at("ok").as_bool());
+    return v.at("result").as_object();
+}
+
+double metric(std::uint16_t port, const std::string& series) {
+    auto res = call(port, http::verb::get, "/metrics");
+    auto pos = res.body().find("\n" + series + " ");
+    if (pos == std::string::npos) return -1;
+    return std::stod(res.body().substr(pos + series.size() + 2));
+}
+
+std::string stream_text(std::uint16_t port, const std::vector<std::int32_t>& prompt, int max_tokens) {
+    json::object o{{"model", "m"}, {"prompt", to_json(prompt)}, {"max_tokens", max_tokens}, {"temperature", 0},
+                   {"ignore_eos", true}, {"stream", true}};
+    auto res = post(port, "/v1/completions", json::serialize(o));
+    if (res.result_int() != 200) return "HTTP " + std::to_string(res.result_int()) + ": " + res.body();
+    auto events = sse_events(res.body());
+    if (!events || events->empty() || events->back() != "[DONE]") return "malformed stream: " + res.body();
+    std::string text;
+    for (std::size_t i = 0; i + 1 < events->size(); ++i) {
+        auto chunk = json::parse((*events)[i]).as_object();
+        if (chunk.contains("error")) return "error: " + (*events)[i];
+        auto& choices = chunk.at("choices").as_array();
+        if (!choices.empty()) text += std::string(choices.at(0).at("text").as_string());
+    }
+    return text;
+}
+
+std::string reference_text(std::uint16_t port, const std::vector<std::int32_t>& ids) {
+    std::vector<std::int32_t> known;  // padded-vocabulary ids decode to nothing
+    for (auto id : ids)
+        if (id < 151669) known.push_back(id);
+    auto res = post(port, "/detokenize", json::serialize(json::object{{"tokens", to_json(known)}}));
+    REQUIRE(res.result_int() == 200);
+    return std::string(json::parse(res.body()).at("prompt").as_string());
+}
+
+std::filesystem::path socket_path() {
+    auto dir = scratch_dir("control-socket") / "run";
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all, std::filesystem::perm_options::replace);
+    return dir / "ctl.sock";
+}
+
+}  // namespace
+
+TEST_CASE("ctl: ccu_exception mid-stream is recovered, listed and counted; reset and drain", "[e2e]") {
+    auto sock = socket_path();
+    const std::string preset = "tiny-dense-1chip";
+    // A paced device (fixed 5 ms per step) so the stream is still running when the fault is armed.
+    daemon_process d({"--package", test_package_dir(preset).string(), "--served-model-name", "m", "--set",
+                      "log.level=warn", "--set", "device.sim.step_ms=5", "--control-socket", sock.string()});
+    REQUIRE(d.started());
+    REQUIRE(std::filesystem::exists(sock));
+
+    auto prompt = prompt_of(21, 13);
+    const int n = 48;
+    auto expected = reference_text(d.port(), reference_greedy(package_model_dir(test_package_dir(preset)), prompt, n));
+
+    auto stream = std::async(std::launch::async, [&] { return stream_text(d.port(), prompt, n); });
+    REQUIRE(wait_until([&] { return ctl_result(sock, "stats").at("in_flight").to_number<int>() > 0; }));
+    auto armed = ctl_result(sock, "fault arm ccu_exception --mode count --count 1");
+    CHECK(armed.at("arm_id").to_number<int>() >= 1);
+    CHECK(stream.get() == expected);
+
+    CHECK(metric(d.port(), "calserve_device_resets_total") == 1);
+    CHECK(metric(d.port(), "calserve_faults_total{point=\"ccu_exception\"}") == 1);
+    auto listed = ctl_result(sock, "fault list").at("faults").as_array();
+    REQUIRE(listed.size() == 1);
+    CHECK(listed.at(0).at("point").as_string() == "ccu_exception");
+    CHECK(listed.at(0).at("fires").to_number<int>() == 1);
+    auto stats = ctl_result(sock, "stats");
+    CHECK(stats.at("fault_fires").at("ccu_exception").to_number<int>() == 1);
+    CHECK(stats.at("device_resets").to_number<int>() == 1);
+
+    // An operator reset: the device goes through reset + warm-up and serves again.
+    ctl_result(sock, "device reset");
+    REQUIRE(wait_until([&] { return metric(d.port(), "calserve_device_resets_total") == 2; }));
+    REQUIRE(wait_until([&] { return call(d.port(), http::verb::get, "/ready").result_int() == 200; }));
+    CHECK(stream_text(d.port(), prompt, 6) == reference_text(d.port(), reference_greedy(package_model_dir(test_package_dir(preset)), prompt, 6)));
+
+    // Unknown points are refused with a structured error and a non-zero exit.
+    auto [bad, rc] = ctl(sock, "fault arm no_such_point");
+    CHECK(rc != 0);
+    CHECK(bad.find("invalid_argument") != std::string::npos);
+
+    ctl_result(sock, "drain");
+    CHECK(call(d.port(), http::verb::get, "/ready").result_int() == 503);
+    ctl_result(sock, "resume");
+    CHECK(call(d.port(), http::verb::get, "/ready").result_int() == 200);
+    REQUIRE(d.stop() == 0);
+    CHECK_FALSE(std::filesystem::exists(sock));
+}
