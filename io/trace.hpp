@@ -1,0 +1,91 @@
+#pragma once
+//! Trace records: what a run saw from outside (submits with their arrival time
+//! and full request, cancels, fault arming) and every actor message the
+//! runtime delivered (sequence, virtual time, from, to, type). One JSON object
+//! per line (docs/trace.md). `io/` sits below the actors, so records carry
+//! plain fields; soak/ converts them to engine requests.
+//!
+//! Invariants: encode(parse(line)) round-trips every field; a record with an
+//! unknown kind or a missing field is a parse error, never silently defaulted.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "config/result.hpp"
+
+namespace calserve::io {
+
+struct trace_header {
+    int version = 1;
+    std::uint64_t seed = 0;
+    std::string model_dir;                // the model the run served (cpu backend)
+    std::vector<std::string> overrides;   // config key=value overrides of the run
+    std::int64_t duration_ns = 0;
+};
+
+struct trace_submit {
+    std::int64_t t_ns = 0;
+    std::string id;
+    std::vector<std::int32_t> prompt;
+    std::int64_t max_tokens = 0;
+    double temperature = 0, top_p = 1;
+    std::int32_t top_k = 0;
+    std::optional<std::uint64_t> seed;
+    bool ignore_eos = true;
+    std::int64_t timeout_ms = 0;
+};
+
+struct trace_cancel {
+    std::int64_t t_ns = 0;
+    std::string id;
+};
+
+struct trace_arm {
+    std::int64_t t_ns = 0;
+    std::string point;                    // device::fault_point name
+    std::string mode;                     // once | count | probability | always
+    std::int64_t count = 1;
+    double probability = 1;
+    std::uint64_t seed = 0;
+    double delay_ms = 0;
+};
+
+struct trace_clear {
+    std::int64_t t_ns = 0;
+};
+
+struct trace_message {
+    std::uint64_t seq = 0;
+    std::int64_t t_ns = 0;
+    std::uint64_t from_id = 0, to_id = 0;
+    std::string from, to, type;
+    friend bool operator==(const trace_message&, const trace_message&) = default;
+};
+
+struct trace_end {
+    std::int64_t t_ns = 0;
+    std::uint64_t messages = 0;
+    std::uint64_t dropped = 0;
+};
+
+using trace_input = std::variant<trace_submit, trace_cancel, trace_arm, trace_clear>;
+using trace_record = std::variant<trace_header, trace_submit, trace_cancel, trace_arm, trace_clear, trace_message, trace_end>;
+
+std::string encode(const trace_record& record);
+result<trace_record> parse_record(std::string_view line);
+std::int64_t input_time(const trace_input& in);
+std::string describe(const trace_message& m);  // one-line human form for divergence reports
+
+// A whole trace file, split by kind (inputs and messages keep file order).
+struct trace_file {
+    trace_header header;
+    std::vector<trace_input> inputs;
+    std::vector<trace_message> messages;
+    std::optional<trace_end> end;
+};
+result<trace_file> read_trace(const std::string& path);
+
+}  // namespace calserve::io

@@ -1,0 +1,264 @@
+// The deterministic simulation the soak and replay drive (see simulation.hpp).
+#include "soak/simulation.hpp"
+
+#include <mutex>
+
+#include "actors/batch_tick_actor.hpp"
+#include "actors/device_actor.hpp"
+#include "actors/kv_manager_actor.hpp"
+#include "actors/lifecycle.hpp"
+#include "actors/runtime.hpp"
+#include "actors/serving_engine.hpp"
+#include "config/config.hpp"
+#include "device/fault_points.hpp"
+#include "model/bf16.hpp"
+#include "model/synthetic_model.hpp"
+#include "model/transformer.hpp"
+
+namespace calserve::soak {
+namespace {
+
+struct stream {
+    std::string id;
+    std::vector<std::int32_t> prompt;
+    std::int64_t max_tokens = 0;
+    bool greedy = false, ignore_eos = false;
+    std::vector<std::int32_t> tokens;
+    int finishes = 0;
+    actors::finish_reason reason = actors::finish_reason::stop;
+};
+
+}  // namespace
+
+// Streams by id plus the ones finished since the driver last looked. Sinks run
+// on the driver thread (deterministic mode); the mutex only keeps that honest.
+struct simulation::tracker {
+    std::mutex mutex;
+    std::map<std::string, std::shared_ptr<stream>> live;
+    std::vector<std::shared_ptr<stream>> finished;
+    std::vector<std::string> violations;
+};
+
+namespace {
+struct sink final : actors::generation_sink {
+    std::shared_ptr<stream> s;
+    std::weak_ptr<simulation::tracker> t;
+    void on_token(const actors::generated_token& tok) override { s->tokens.push_back(tok.token); }
+    void on_finish(const actors::generation_result& r) override {
+        auto tr = t.lock();
+        if (!tr) return;
+        std::lock_guard lock(tr->mutex);
+        if (++s->finishes > 1) {
+            tr->violations.push_back("request " + s->id + " finished " + std::to_string(s->finishes) + " times");
+            return;
+        }
+        s->reason = r.reason;
+        tr->live.erase(s->id);
+        tr->finished.push_back(s);
+    }
+};
+}  // namespace
+
+result<std::unique_ptr<simulation>> simulation::create(const sim_setup& setup, message_observer observer) {
+    std::unique_ptr<simulation> sim(new simulation());
+    sim->setup_ = setup;
+    sim->observer_ = std::move(observer);
+    sim->tracker_ = std::make_shared<tracker>();
+    auto cfg = config::load(std::nullopt, setup.overrides);
+    if (!cfg) return cfg.error();
+    sim->rt_ = std::make_unique<actors::runtime>(actors::run_mode::deterministic, 1);
+    simulation* self = sim.get();
+    sim->rt_->set_delivery_hook([self](const actors::delivery& d) {
+        ++self->report_.messages;
+        if (self->observer_)
+            self->observer_(io::trace_message{d.sequence, d.time.count(), d.from.value, d.to.value, std::string(d.from_name),
+                                              std::string(d.to_name), std::string(d.type)});
+    });
+    sim->illegal_at_start_ = actors::illegal_transitions_total();
+    actors::engine_setup es;
+    es.model_dir = setup.model_dir;
+    auto e = actors::serving_engine::create(*sim->rt_, *cfg, es);
+    if (!e) return e.error();
+    sim->engine_ = std::move(e.value());
+    sim->rt_->run_until_idle();
+    while (sim->engine_->device_state() != actors::device_health::ready && sim->rt_->advance_to_next_timer()) {
+    }
+    if (sim->engine_->device_state() != actors::device_health::ready)
+        return make_error(status::not_ready, "simulation: device never became ready");
+    if (setup.check_reference) {
+        auto lm = model::load_causal_lm(setup.model_dir, {});
+        if (!lm) return lm.error();
+        sim->reference_ = std::move(lm.value());
+    }
+    return sim;
+}
+
+simulation::~simulation() {
+    if (rt_) rt_->set_delivery_hook({});
+    engine_.reset();
+}
+
+std::int64_t simulation::now_ns() const { return rt_->now().count(); }
+std::int64_t simulation::vocab_size() const { return engine_->card().vocab_size; }
+bool simulation::faults_armed() const { return engine_->faults()->any_armed(); }
+
+void simulation::advance_to(std::int64_t t_ns) {
+    auto target = std::chrono::nanoseconds(t_ns);
+    if (target > rt_->now()) rt_->run_for(target - rt_->now());
+    rt_->run_until_idle();
+}
+
+void simulation::apply(const io::trace_input& input) {
+    advance_to(io::input_time(input));
+    if (auto* s = std::get_if<io::trace_submit>(&input)) {
+        submit(*s);
+    } else if (auto* c = std::get_if<io::trace_cancel>(&input)) {
+        ++report_.cancels;
+        engine_->cancel(c->id);
+    } else if (auto* a = std::get_if<io::trace_arm>(&input)) {
+        arm(*a);
+    } else {
+        engine_->faults()->clear();
+    }
+    rt_->run_until_idle();
+    check_step();
+}
+
+void simulation::submit(const io::trace_submit& s) {
+    actors::generation_request r;
+    r.id = s.id;
+    r.prompt = s.prompt;
+    r.max_tokens = s.max_tokens;
+    r.sampling.temperature = float(s.temperature);
+    r.sampling.top_p = float(s.top_p);
+    r.sampling.top_k = s.top_k;
+    r.sampling.seed = s.seed;
+    r.ignore_eos = s.ignore_eos;
+    r.timeout = std::chrono::milliseconds(s.timeout_ms);
+    auto st = std::make_shared<stream>();
+    st->id = s.id;
+    st->prompt = s.prompt;
+    st->max_tokens = s.max_tokens;
+    st->greedy = s.temperature == 0;
+    st->ignore_eos = s.ignore_eos;
+    auto k = std::make_shared<sink>();
+    k->s = st;
+    k->t = tracker_;
+    {
+        std::lock_guard lock(tracker_->mutex);
+        tracker_->live[s.id] = st;
+    }
+    ++report_.submitted;
+    if (!engine_->submit(std::move(r), k).ok()) {
+        ++report_.rejected;
+        std::lock_guard lock(tracker_->mutex);
+        tracker_->live.erase(s.id);
+        if (st->finishes != 0) tracker_->violations.push_back("rejected request " + s.id + " got on_finish");
+    }
+}
+
+void simulation::arm(const io::trace_arm& a) {
+    auto point = device::parse_fault_point(a.point);
+    auto mode = device::parse_arm_mode(a.mode);
+    if (!point || !mode) return violation("trace arms unknown fault " + a.point + "/" + a.mode);
+    device::fault_spec spec;
+    spec.point = *point;
+    spec.mode = *mode;
+    spec.count = a.count;
+    spec.probability = a.probability;
+    spec.seed = a.seed;
+    spec.delay_ms = a.delay_ms;
+    ++report_.arms;
+    if (auto r = engine_->faults()->arm(spec); !r) violation("arm " + a.point + ": " + r.error().message);
+}
+
+void simulation::violation(std::string what) {
+    report_.violations.push_back("t=" + std::to_string(now_ns()) + "ns: " + std::move(what));
+}
+
+void simulation::check_step() {
+    {
+        std::lock_guard lock(tracker_->mutex);
+        for (auto& v : tracker_->violations) violation(std::move(v));
+        tracker_->violations.clear();
+    }
+    for (auto& f : rt_->failures()) violation("runtime failure: " + f);
+    if (!engine_->kv_manager().pool().conserved()) violation("KV pool not conserved");
+    if (actors::illegal_transitions_total() != illegal_at_start_) violation("illegal lifecycle transition");
+    if (engine_->device_state() == actors::device_health::dead && !dead_reported_) {
+        dead_reported_ = true;
+        violation("device dead");
+    }
+    check_finished_streams();
+}
+
+void simulation::check_finished_streams() {
+    std::vector<std::shared_ptr<stream>> done;
+    {
+        std::lock_guard lock(tracker_->mutex);
+        done.swap(tracker_->finished);
+    }
+    for (auto& s : done) {
+        ++report_.finished[std::size_t(s->reason)];
+        bool comparable = s->greedy && s->ignore_eos && s->reason == actors::finish_reason::length;
+        if (!comparable || !reference_) continue;
+        if (std::int64_t(s->tokens.size()) != s->max_tokens) {
+            violation("request " + s->id + " ended by length with " + std::to_string(s->tokens.size()) + " tokens");
+            continue;
+        }
+        // Reference greedy continuation: argmax over BF16-rounded logits, ties to the lowest id.
+        auto& m = *reference_;
+        const model::seq_id seq = next_ref_seq_++;
+        std::vector<float> logits(std::size_t(m.shape().vocab_size));
+        auto argmax = [&] {
+            std::size_t best = 0;
+            float best_v = -1e30f;
+            for (std::size_t i = 0; i < logits.size(); ++i)
+                if (float v = model::bf16_to_f32(model::f32_to_bf16(logits[i])); v > best_v) best_v = v, best = i;
+            return std::int32_t(best);
+        };
+        bool ok = m.prefill(seq, s->prompt, logits).ok();
+        for (std::size_t i = 0; ok && i < s->tokens.size(); ++i) {
+            if (argmax() != s->tokens[i]) {
+                violation("request " + s->id + " greedy token " + std::to_string(i) + " differs from the reference");
+                break;
+            }
+            if (i + 1 < s->tokens.size()) ok = m.decode(seq, s->tokens[i], logits).ok();
+        }
+        if (!ok) violation("reference model failed on request " + s->id);
+        m.free_sequence(seq);
+        ++report_.greedy_checked;
+    }
+}
+
+void simulation::finish(double limit_s) {
+    auto limit = rt_->now() + std::chrono::nanoseconds(std::int64_t(limit_s * 1e9));
+    rt_->run_until_idle();
+    while (engine_->in_flight() > 0 && rt_->now() < limit && rt_->advance_to_next_timer()) {
+    }
+    rt_->run_until_idle();
+    check_step();
+    report_.end_ns = now_ns();
+    {
+        std::lock_guard lock(tracker_->mutex);
+        for (auto& [id, s] : tracker_->live) violation("request " + id + " never finished");
+    }
+    if (engine_->in_flight() != 0) violation("in_flight " + std::to_string(engine_->in_flight()) + " at the end");
+    if (auto r = engine_->kv_manager().pool().reserved_blocks(); r != 0)
+        violation(std::to_string(r) + " KV blocks still reserved at the end");
+    if (engine_->batch_tick().sequences() != 0) violation("BatchTick still holds sequences at the end");
+    for (auto p : device::all_fault_points) report_.faults_fired += engine_->faults()->fires(p);
+    report_.device_resets = engine_->device_resets();
+}
+
+void_result ensure_synthetic_model(const std::filesystem::path& dir, const std::filesystem::path& tokenizer_dir,
+                                   const std::string& preset) {
+    if (std::filesystem::exists(dir / "tokenizer.json")) return {};
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return make_error(status::io_error, "cannot create " + dir.string());
+    return model::make_synthetic_model(preset, dir, 7, "f32", tokenizer_dir);
+}
+
+}  // namespace calserve::soak

@@ -1,0 +1,95 @@
+#pragma once
+//! simulation: the serving engine (cpu backend, tiny model) on a deterministic
+//! runtime, driven by external inputs (submits, cancels, fault arming) applied
+//! at their virtual times. The seeded soak generates the inputs; replay reads
+//! them from a trace. Both go through `apply` and `finish`, so a trace of a
+//! soak run replays through exactly the code that produced it.
+//!
+//! Invariants checked (a breach becomes a violation string, never a throw):
+//! every accepted request gets exactly one on_finish, a rejected one none; the
+//! KV pool is conserved after every step and empty at the end; no illegal
+//! lifecycle transition; no runtime failure (handler escapes, mailbox
+//! overloads); a greedy stream that ran to its length equals the reference
+//! transformer's greedy continuation (BF16-rounded argmax, ties lowest id),
+//! faults or not; the device never ends dead (only recoverable faults are armed).
+#include <array>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/result.hpp"
+#include "io/trace.hpp"
+
+namespace calserve::actors {
+class runtime;
+class serving_engine;
+}
+namespace calserve::model {
+class causal_lm;
+}
+
+namespace calserve::soak {
+
+struct sim_setup {
+    std::filesystem::path model_dir;
+    std::vector<std::string> overrides;       // config key=value
+    bool check_reference = true;              // recompute greedy streams on the reference model
+};
+
+struct sim_report {
+    std::uint64_t submitted = 0, rejected = 0, cancels = 0, arms = 0;
+    std::array<std::uint64_t, 5> finished{};  // by actors::finish_reason
+    std::uint64_t greedy_checked = 0, messages = 0, faults_fired = 0, device_resets = 0;
+    std::int64_t end_ns = 0;
+    std::vector<std::string> violations;
+    bool ok() const { return violations.empty(); }
+};
+
+using message_observer = std::function<void(const io::trace_message&)>;
+
+class simulation {
+public:
+    static result<std::unique_ptr<simulation>> create(const sim_setup& setup, message_observer observer);
+    ~simulation();
+
+    std::int64_t now_ns() const;
+    std::int64_t vocab_size() const;
+    // True while an armed fault still has shots left.
+    bool faults_armed() const;
+    // Advances virtual time to the input's time (firing timers), then applies it.
+    void apply(const io::trace_input& input);
+    // Runs until nothing is in flight (or `limit_s` virtual seconds), then checks the end state.
+    void finish(double limit_s = 3600);
+    const sim_report& report() const { return report_; }
+
+    struct tracker;  // streams by id; defined in simulation.cpp
+
+private:
+    simulation() = default;
+    void advance_to(std::int64_t t_ns);
+    void submit(const io::trace_submit& s);
+    void arm(const io::trace_arm& a);
+    void check_step();
+    void check_finished_streams();
+    void violation(std::string what);
+
+    std::unique_ptr<actors::runtime> rt_;
+    std::unique_ptr<actors::serving_engine> engine_;
+    std::unique_ptr<model::causal_lm> reference_;
+    std::shared_ptr<tracker> tracker_;
+    sim_setup setup_;
+    message_observer observer_;
+    std::uint64_t illegal_at_start_ = 0;
+    std::uint64_t next_ref_seq_ = 1;
+    bool dead_reported_ = false;
+    sim_report report_;
+};
+
+// Writes the synthetic tiny model `preset` to `dir` unless it is already there.
+void_result ensure_synthetic_model(const std::filesystem::path& dir, const std::filesystem::path& tokenizer_dir,
+                                   const std::string& preset = "tiny-dense");
+
+}  // namespace calserve::soak

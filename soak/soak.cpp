@@ -1,0 +1,283 @@
+// Seeded soak traffic and trace replay (see soak.hpp).
+#include "soak/soak.hpp"
+
+#include <algorithm>
+#include <map>
+#include <ostream>
+#include <random>
+
+#include "io/trace_writer.hpp"
+
+namespace calserve::soak {
+namespace {
+
+// Everything a seed decides, printed at the start of a run.
+struct plan {
+    double mean_burst_gap_s = 0;   // open-loop bursts: mean time between bursts
+    int max_burst = 0;             // requests per burst, 1..max_burst
+    double mean_gap_ms = 0;        // mean inter-arrival time inside a burst
+    int max_prompt = 0, max_new = 0;
+    double greedy_share = 0, cancel_share = 0, deadline_share = 0, eos_share = 0;
+    double mean_fault_gap_s = 0;   // mean time between fault arms
+    std::vector<std::string> overrides;
+};
+
+const char* const k_fault_points[] = {"wait_timeout", "ccu_exception", "device_lost", "logits_nan", "d2h_error",
+                                      "submit_busy", "kv_alloc_fail", "h2d_error", "slow_infer", "submit_error"};
+
+plan make_plan(std::mt19937_64& rng) {
+    auto pick = [&](std::initializer_list<int> xs) { return *(xs.begin() + rng() % xs.size()); };
+    std::uniform_real_distribution<double> u(0, 1);
+    plan p;
+    p.mean_burst_gap_s = 3 + 12 * u(rng);
+    p.max_burst = pick({2, 6, 12, 24});
+    p.mean_gap_ms = 2 + 60 * u(rng);
+    p.max_prompt = pick({8, 24, 64});
+    p.max_new = pick({4, 12, 32});
+    p.greedy_share = 0.3 + 0.5 * u(rng);
+    p.cancel_share = 0.2 * u(rng);
+    p.deadline_share = 0.2 * u(rng);
+    p.eos_share = 0.2 * u(rng);
+    p.mean_fault_gap_s = 0.5 + 10 * u(rng);
+    p.overrides = {"runtime.max_running=" + std::to_string(pick({2, 4, 8, 16})),
+                   "runtime.max_queued=" + std::to_string(pick({4, 16, 64})),
+                   "runtime.max_inflight=" + std::to_string(pick({1, 2})),
+                   "runtime.prefill_budget=" + std::to_string(pick({1, 2, 4})),
+                   "runtime.kv_wait_ms=" + std::to_string(pick({50, 500, 5000})),
+                   "device.wait_timeout_ms=" + std::to_string(pick({200, 1000, 3000})),
+                   "device.reset_limit=" + std::to_string(pick({5, 6})),
+                   "device.sim.model_threads=1"};
+    return p;
+}
+
+void print_plan(const plan& p, const soak_options& o, std::ostream& out) {
+    out << "soak: seed=" << o.seed << " duration=" << double(o.duration_ns) / 1e9 << "s model=" << o.model_dir.string()
+        << "\n  mean_burst_gap_s=" << p.mean_burst_gap_s << " max_burst=" << p.max_burst
+        << " mean_gap_ms=" << p.mean_gap_ms << " max_prompt=" << p.max_prompt << " max_new=" << p.max_new
+        << " greedy_share=" << p.greedy_share << " cancel_share=" << p.cancel_share
+        << " deadline_share=" << p.deadline_share << " eos_share=" << p.eos_share
+        << " mean_fault_gap_s=" << p.mean_fault_gap_s << "\n  config:";
+    for (const auto& ov : p.overrides) out << " " << ov;
+    out << "\n";
+}
+
+// Lazily generated, time-ordered inputs: arrivals, their cancels, fault arms, and a final clear.
+class traffic {
+public:
+    traffic(const plan& p, std::uint64_t seed, std::int64_t duration_ns, std::int64_t vocab)
+        : p_(p), rng_(seed * 0x9E3779B97F4A7C15ull + 1), duration_(duration_ns), vocab_(std::min<std::int64_t>(vocab, 150000)) {
+        next_arrival_ = gap(p_.mean_burst_gap_s * 1e9);
+        burst_left_ = between(1, p_.max_burst);
+        next_arm_ = gap(p_.mean_fault_gap_s * 1e9);
+    }
+
+    std::optional<io::trace_input> next() {
+        std::int64_t t_cancel = cancels_.empty() ? INT64_MAX : cancels_.begin()->first;
+        std::int64_t t = std::min({next_arrival_, next_arm_, t_cancel});
+        if (t >= duration_) {
+            if (cleared_) return std::nullopt;
+            cleared_ = true;
+            return io::trace_clear{duration_};
+        }
+        if (t == t_cancel) {
+            io::trace_cancel c{t, cancels_.begin()->second};
+            cancels_.erase(cancels_.begin());
+            return c;
+        }
+        if (t == next_arm_) {
+            next_arm_ = t + gap(p_.mean_fault_gap_s * 1e9);
+            return make_arm(t);
+        }
+        if (--burst_left_ > 0) {
+            next_arrival_ = t + gap(p_.mean_gap_ms * 1e6);
+        } else {
+            next_arrival_ = t + gap(p_.mean_burst_gap_s * 1e9);
+            burst_left_ = between(1, p_.max_burst);
+        }
+        return make_submit(t);
+    }
+
+private:
+    std::int64_t gap(double mean_ns) {
+        return std::max<std::int64_t>(1, std::int64_t(std::exponential_distribution<double>(1.0 / mean_ns)(rng_)));
+    }
+    double unit() { return std::uniform_real_distribution<double>(0, 1)(rng_); }
+    std::int64_t between(std::int64_t lo, std::int64_t hi) { return lo + std::int64_t(rng_() % std::uint64_t(hi - lo + 1)); }
+
+    io::trace_input make_submit(std::int64_t t) {
+        io::trace_submit s;
+        s.t_ns = t;
+        s.id = "r" + std::to_string(++requests_);
+        auto len = between(1, p_.max_prompt);
+        for (std::int64_t i = 0; i < len; ++i) s.prompt.push_back(std::int32_t(between(0, vocab_ - 1)));
+        s.max_tokens = between(1, p_.max_new);
+        s.ignore_eos = unit() >= p_.eos_share;
+        if (unit() >= p_.greedy_share) {
+            s.temperature = 0.3 + 1.2 * unit();
+            s.top_p = 0.5 + 0.5 * unit();
+            s.top_k = std::int32_t(between(0, 2) * 20);
+            s.seed = rng_() >> 1;
+        }
+        if (unit() < p_.deadline_share) s.timeout_ms = between(1, 400);
+        if (unit() < p_.cancel_share) cancels_.emplace(t + between(0, 300'000'000), s.id);
+        return s;
+    }
+
+    io::trace_input make_arm(std::int64_t t) {
+        io::trace_arm a;
+        a.t_ns = t;
+        a.point = k_fault_points[rng_() % std::size(k_fault_points)];
+        // once or a few shots: an unbounded arm (probability, always) could fail every reset and
+        // kill the device, which is correct behaviour but ends the soak's usefulness.
+        if (rng_() % 2 == 0) a.mode = "once";
+        else a.mode = "count", a.count = between(2, 3);
+        if (a.point == "slow_infer") a.delay_ms = double(between(1, 200));
+        return a;
+    }
+
+    plan p_;
+    std::mt19937_64 rng_;
+    std::int64_t duration_, vocab_;
+    std::int64_t next_arrival_ = 0, next_arm_ = 0;
+    std::uint64_t requests_ = 0;
+    std::int64_t burst_left_ = 0;
+    std::multimap<std::int64_t, std::string> cancels_;
+    bool cleared_ = false;
+};
+
+// One soak pass; `writer` may be null (no trace).
+result<sim_report> soak_pass(const soak_options& o, const plan& p, io::trace_writer* writer) {
+    sim_setup setup{o.model_dir, p.overrides, o.check_reference};
+    message_observer obs;
+    if (writer) obs = [writer](const io::trace_message& m) { writer->push(io::encode(m)); };
+    auto sim = simulation::create(setup, obs);
+    if (!sim) return sim.error();
+    auto& s = **sim;
+    if (writer) writer->push(io::encode(io::trace_header{1, o.seed, o.model_dir.string(), p.overrides, o.duration_ns}));
+    traffic gen(p, o.seed, o.duration_ns, s.vocab_size());
+    while (auto in = gen.next()) {
+        // One live arm at a time: overlapping arms could fail more consecutive resets than
+        // device.reset_limit allows, a correct death that would end the soak's coverage.
+        if (std::holds_alternative<io::trace_arm>(*in) && s.faults_armed()) continue;
+        if (writer) {
+            // File order between inputs and messages is informative only: replay reads them as two streams.
+            std::visit([&](const auto& r) { writer->push(io::encode(r)); }, *in);
+            writer->wait_for_room();
+        }
+        s.apply(*in);
+        if (!s.report().ok()) {  // stop at the first violation; clear faults so the run can wind down
+            io::trace_clear c{s.now_ns()};
+            if (writer) writer->push(io::encode(c));
+            s.apply(c);
+            break;
+        }
+    }
+    s.finish();
+    if (writer) writer->push(io::encode(io::trace_end{s.now_ns(), s.report().messages, writer->dropped()}));
+    return s.report();
+}
+
+void print_report(const sim_report& r, std::ostream& out) {
+    out << "soak: submitted=" << r.submitted << " rejected=" << r.rejected << " cancels=" << r.cancels
+        << " fault_arms=" << r.arms << " faults_fired=" << r.faults_fired << " device_resets=" << r.device_resets
+        << "\n  finished: stop=" << r.finished[0] << " length=" << r.finished[1] << " cancelled=" << r.finished[2]
+        << " timeout=" << r.finished[3] << " error=" << r.finished[4] << " greedy_checked=" << r.greedy_checked
+        << " messages=" << r.messages << " virtual_s=" << double(r.end_ns) / 1e9 << "\n";
+    for (const auto& v : r.violations) out << "  VIOLATION " << v << "\n";
+}
+
+result<std::uint64_t> traced_pass(const soak_options& o, const plan& p, const std::string& path, sim_report& report) {
+    auto w = io::trace_writer::open(path);
+    if (!w) return w.error();
+    auto r = soak_pass(o, p, w->get());
+    auto closed = (*w)->close();
+    if (!r) return r.error();
+    if (!closed) return closed.error();
+    report = *r;
+    return (*w)->dropped();
+}
+
+}  // namespace
+
+result<std::int64_t> parse_duration_ns(const std::string& text) {
+    static const std::pair<const char*, double> units[] = {{"ms", 1e6}, {"s", 1e9}, {"m", 60e9}, {"h", 3600e9}, {"d", 86400e9}};
+    try {
+        std::size_t used = 0;
+        double v = std::stod(text, &used);
+        std::string unit = text.substr(used);
+        if (unit.empty()) unit = "s";
+        for (const auto& [name, scale] : units)
+            if (unit == name && v > 0) return std::int64_t(v * scale);
+    } catch (const std::exception&) {
+    }
+    return make_error(status::invalid_argument, "bad duration \"" + text + "\" (use e.g. 90s, 15m, 1h, 24h)");
+}
+
+result<soak_outcome> run_soak(const soak_options& o, std::ostream& out) {
+    std::mt19937_64 rng(o.seed);
+    plan p = make_plan(rng);
+    print_plan(p, o, out);
+    soak_outcome outcome;
+    if (!o.trace_path.empty()) {
+        auto dropped = traced_pass(o, p, o.trace_path, outcome.report);
+        if (!dropped) return dropped.error();
+        outcome.trace_written = o.trace_path;
+        outcome.trace_dropped = *dropped;
+    } else {
+        auto r = soak_pass(o, p, nullptr);
+        if (!r) return r.error();
+        outcome.report = *r;
+        if (!outcome.report.ok()) {  // same seed, same run: repeat it with the trace on
+            std::string path = o.failure_trace_path.empty() ? "calserve-soak-" + std::to_string(o.seed) + ".trace.jsonl"
+                                                            : o.failure_trace_path;
+            sim_report again;
+            if (auto dropped = traced_pass(o, p, path, again); dropped) {
+                outcome.trace_written = path;
+                outcome.trace_dropped = *dropped;
+            }
+        }
+    }
+    print_report(outcome.report, out);
+    if (!outcome.trace_written.empty())
+        out << "trace: " << outcome.trace_written << " (dropped " << outcome.trace_dropped << " records)\n";
+    return outcome;
+}
+
+result<replay_outcome> run_replay(const io::trace_file& trace) {
+    replay_outcome out;
+    std::size_t next = 0;
+    auto compare = [&](const io::trace_message& got) {
+        if (out.divergence_seq) return;
+        if (next >= trace.messages.size()) {
+            out.divergence_seq = got.seq;
+            out.expected = "(end of recorded messages)";
+            out.got = io::describe(got);
+            return;
+        }
+        const auto& want = trace.messages[next++];
+        if (want == got) {
+            ++out.compared;
+            return;
+        }
+        out.divergence_seq = want.seq;
+        out.expected = io::describe(want);
+        out.got = io::describe(got);
+    };
+    sim_setup setup{trace.header.model_dir, trace.header.overrides, false};
+    auto sim = simulation::create(setup, compare);
+    if (!sim) return sim.error();
+    for (const auto& in : trace.inputs) {
+        (*sim)->apply(in);
+        if (out.divergence_seq) break;
+    }
+    if (!out.divergence_seq) (*sim)->finish();
+    if (!out.divergence_seq && next < trace.messages.size()) {
+        out.divergence_seq = trace.messages[next].seq;
+        out.expected = io::describe(trace.messages[next]);
+        out.got = "(no more messages)";
+    }
+    out.report = (*sim)->report();
+    return out;
+}
+
+}  // namespace calserve::soak

@@ -1,0 +1,56 @@
+#pragma once
+//! The seeded soak and trace replay.
+//!
+//! `run_soak` derives every option of a run (traffic rate, lengths, sampling
+//! mix, cancel and deadline rates, fault points and their rates, engine config)
+//! from one seed, prints them, generates open-loop traffic lazily in virtual
+//! time and feeds it to a `simulation`. The same seed always yields the same
+//! inputs and, the runtime being deterministic, the same message stream.
+//! With a trace path, every input and message is recorded; on a failed run
+//! without one, the run is repeated with tracing on (same seed, same run) so
+//! the failure always leaves a trace behind.
+//!
+//! `run_replay` feeds a trace's inputs at their recorded virtual times and
+//! compares the delivered messages with the recorded ones, stopping at the
+//! first divergence.
+#include <cstdint>
+#include <filesystem>
+#include <iosfwd>
+#include <optional>
+#include <string>
+
+#include "config/result.hpp"
+#include "io/trace.hpp"
+#include "soak/simulation.hpp"
+
+namespace calserve::soak {
+
+struct soak_options {
+    std::uint64_t seed = 1;
+    std::int64_t duration_ns = 60'000'000'000;  // virtual time of traffic
+    std::filesystem::path model_dir;
+    std::string trace_path;                     // empty: trace only on failure (to failure_trace_path)
+    std::string failure_trace_path;             // default: calserve-soak-<seed>.trace.jsonl
+    bool check_reference = true;
+};
+
+struct soak_outcome {
+    sim_report report;
+    std::string trace_written;                  // path, when a trace was written
+    std::uint64_t trace_dropped = 0;
+};
+
+// Parses "90s", "15m", "1h", "24h", "500ms" or plain seconds.
+result<std::int64_t> parse_duration_ns(const std::string& text);
+
+result<soak_outcome> run_soak(const soak_options& o, std::ostream& out);
+
+struct replay_outcome {
+    std::uint64_t compared = 0;                 // messages matched before the end or divergence
+    std::optional<std::uint64_t> divergence_seq;
+    std::string expected, got;                  // described messages at the divergence
+    sim_report report;
+};
+result<replay_outcome> run_replay(const io::trace_file& trace);
+
+}  // namespace calserve::soak

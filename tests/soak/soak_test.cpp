@@ -1,0 +1,121 @@
+// The seeded soak and trace replay on the tiny synthetic model.
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <spdlog/spdlog.h>
+#include <sstream>
+
+#include "io/trace.hpp"
+#include "io/trace_writer.hpp"
+#include "soak/soak.hpp"
+#include "tests/support/test_paths.hpp"
+
+using namespace calserve;
+
+namespace {
+const std::filesystem::path& model_dir() {
+    static const std::filesystem::path dir = [] {
+        spdlog::set_level(spdlog::level::err);  // injected faults log by design
+        auto d = test::binary_dir() / "test-models" / "soak-tiny-dense";
+        auto made = soak::ensure_synthetic_model(d, test::tokenizer_dir());
+        if (!made) FAIL("synthetic model: " << made.error().what());
+        return d;
+    }();
+    return dir;
+}
+bool sanitized() { return std::getenv("CALSERVE_SANITIZED") != nullptr; }
+std::int64_t seconds(double s) { return std::int64_t(s * 1e9); }
+
+soak::soak_outcome soak_run(std::uint64_t seed, double virtual_s, std::string trace = "") {
+    soak::soak_options o;
+    o.seed = seed;
+    o.duration_ns = seconds(virtual_s);
+    o.model_dir = model_dir();
+    o.trace_path = std::move(trace);
+    o.failure_trace_path = (test::scratch_dir("soak-failures") / ("seed-" + std::to_string(seed) + ".jsonl")).string();
+    std::ostringstream out;
+    auto r = soak::run_soak(o, out);
+    REQUIRE(r.ok());
+    INFO(out.str());
+    CHECK(r->report.ok());
+    return *r;
+}
+}  // namespace
+
+TEST_CASE("a handful of seeds keep every invariant", "[soak]") {
+    std::uint64_t fired = 0, resets = 0, cancels = 0, checked = 0;
+    for (std::uint64_t seed : {1, 3, 6}) {
+        auto r = soak_run(seed, sanitized() ? 8 : 30).report;
+        REQUIRE(r.ok());
+        CHECK(r.submitted > 0);
+        fired += r.faults_fired;
+        resets += r.device_resets;
+        cancels += r.cancels;
+        checked += r.greedy_checked;
+    }
+    CHECK(fired > 0);
+    CHECK(resets > 0);
+    CHECK(checked > 0);
+    CHECK(cancels > 0);
+}
+
+TEST_CASE("the same seed yields the same run", "[soak]") {
+    auto a = soak_run(4, 10).report;
+    auto b = soak_run(4, 10).report;
+    CHECK(a.messages == b.messages);
+    CHECK(a.finished == b.finished);
+    CHECK(a.faults_fired == b.faults_fired);
+}
+
+TEST_CASE("a recorded soak with cancels and faults replays identically; a mutated trace diverges there", "[soak][replay]") {
+    auto path = (test::scratch_dir("soak-replay") / "seed1.jsonl").string();
+    auto run = soak_run(1, sanitized() ? 10 : 40, path);
+    CHECK(run.trace_dropped == 0);
+    CHECK(run.report.cancels > 0);
+    CHECK(run.report.faults_fired > 0);
+    auto trace = io::read_trace(path);
+    REQUIRE(trace.ok());
+    REQUIRE(trace->messages.size() == run.report.messages);
+    REQUIRE(trace->end.has_value());
+
+    auto same = soak::run_replay(*trace);
+    REQUIRE(same.ok());
+    CHECK_FALSE(same->divergence_seq.has_value());
+    CHECK(same->compared == trace->messages.size());
+
+    // Change one recorded message in the middle: the replay must point at exactly that one.
+    auto mutated = *trace;
+    auto& victim = mutated.messages[mutated.messages.size() / 2];
+    victim.type = "mutated_type";
+    auto diverged = soak::run_replay(mutated);
+    REQUIRE(diverged.ok());
+    REQUIRE(diverged->divergence_seq.has_value());
+    CHECK(*diverged->divergence_seq == victim.seq);
+    CHECK(diverged->compared == mutated.messages.size() / 2);
+    CHECK_THAT(diverged->expected, Catch::Contains("mutated_type"));
+}
+
+TEST_CASE("trace records round-trip through JSON lines", "[trace]") {
+    io::trace_submit s{5, "r1", {1, 2, 3}, 7, 0.7, 0.9, 20, 42, false, 100};
+    auto back = io::parse_record(io::encode(s));
+    REQUIRE(back.ok());
+    auto& got = std::get<io::trace_submit>(*back);
+    CHECK(got.prompt == s.prompt);
+    CHECK(got.seed == s.seed);
+    CHECK(got.temperature == Approx(0.7));
+    io::trace_message m{9, 11, 1, 2, "a", "b", "t"};
+    auto mb = io::parse_record(io::encode(m));
+    REQUIRE(mb.ok());
+    CHECK(std::get<io::trace_message>(*mb) == m);
+    CHECK_FALSE(io::parse_record(R"({"k":"msg","seq":1})").ok());
+    CHECK_FALSE(io::parse_record(R"({"k":"nope"})").ok());
+}
+
+TEST_CASE("the trace writer never blocks: a full queue counts drops", "[trace]") {
+    auto path = (test::scratch_dir("trace-writer") / "w.jsonl").string();
+    auto w = io::trace_writer::open(path, 4);
+    REQUIRE(w.ok());
+    for (int i = 0; i < 10000; ++i) (*w)->push("{\"k\":\"clear\",\"t\":" + std::to_string(i) + "}");
+    REQUIRE((*w)->close().ok());
+    CHECK((*w)->written() + (*w)->dropped() == 10000);
+    CHECK((*w)->written() > 0);
+}
