@@ -99,19 +99,19 @@ std::filesystem::path socket_path() {
 TEST_CASE("ctl: ccu_exception mid-stream is recovered, listed and counted; reset and drain", "[e2e]") {
     auto sock = socket_path();
     const std::string preset = "tiny-dense-1chip";
-    // A paced device (fixed 5 ms per step) so the stream is still running when the fault is armed.
+    // A paced device (fixed 10 ms per step) so the stream is still running when the fault is armed.
     daemon_process d({"--package", test_package_dir(preset).string(), "--served-model-name", "m", "--set",
-                      "log.level=warn", "--set", "device.sim.step_ms=5", "--control-socket", sock.string()});
+                      "log.level=warn", "--set", "device.sim.step_ms=10", "--control-socket", sock.string()});
     REQUIRE(d.started());
     REQUIRE(std::filesystem::exists(sock));
 
     auto prompt = prompt_of(21, 13);
-    const int n = 48;
+    const int n = 64;
     auto expected = reference_text(d.port(), reference_greedy(package_model_dir(test_package_dir(preset)), prompt, n));
 
     auto stream = std::async(std::launch::async, [&] { return stream_text(d.port(), prompt, n); });
     REQUIRE(wait_until([&] { return ctl_result(sock, "stats").at("in_flight").to_number<int>() > 0; }));
-    auto armed = ctl_result(sock, "fault arm ccu_exception --mode count --count 1");
+    auto armed = ctl_result(sock, "fault arm ccu_exception --count 1");
     CHECK(armed.at("arm_id").to_number<int>() >= 1);
     CHECK(stream.get() == expected);
 
