@@ -105,8 +105,14 @@ std::int64_t input_time(const trace_input& in) {
 }
 
 std::string describe(const trace_message& m) {
-    return "#" + std::to_string(m.seq) + " t=" + std::to_string(m.t_ns) + "ns " + m.from + "(" +
-           std::to_string(m.from_id) + ") -> " + m.to + "(" + std::to_string(m.to_id) + ") " + m.type;
+    // Appended piece by piece: GCC 12 misreports `literal + std::string` under -Wrestrict.
+    std::string out;
+    for (const std::string& piece : {std::string("#"), std::to_string(m.seq), std::string(" t="), std::to_string(m.t_ns),
+                                     std::string("ns "), m.from, std::string("("), std::to_string(m.from_id),
+                                     std::string(") -> "), m.to, std::string("("), std::to_string(m.to_id),
+                                     std::string(") "), m.type})
+        out += piece;
+    return out;
 }
 
 result<trace_file> read_trace(const std::string& path) {

@@ -107,7 +107,7 @@ private:
     io::trace_input make_submit(std::int64_t t) {
         io::trace_submit s;
         s.t_ns = t;
-        s.id = "r" + std::to_string(++requests_);
+        s.id = std::to_string(++requests_).insert(0, 1, 'r');
         auto len = between(1, p_.max_prompt);
         for (std::int64_t i = 0; i < len; ++i) s.prompt.push_back(std::int32_t(between(0, vocab_ - 1)));
         s.max_tokens = between(1, p_.max_new);
@@ -205,7 +205,7 @@ result<std::int64_t> parse_duration_ns(const std::string& text) {
         std::size_t used = 0;
         double v = std::stod(text, &used);
         std::string unit = text.substr(used);
-        if (unit.empty()) unit = "s";
+        if (unit.empty()) unit.assign("s");
         for (const auto& [name, scale] : units)
             if (unit == name && v > 0) return std::int64_t(v * scale);
     } catch (const std::exception&) {
