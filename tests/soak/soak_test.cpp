@@ -1,6 +1,9 @@
 // The seeded soak and trace replay on the tiny synthetic model.
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sys/wait.h>
 #include <spdlog/spdlog.h>
 #include <sstream>
 
@@ -66,7 +69,7 @@ TEST_CASE("the same seed yields the same run", "[soak]") {
     CHECK(a.faults_fired == b.faults_fired);
 }
 
-TEST_CASE("a recorded soak with cancels and faults replays identically; a mutated trace diverges there", "[soak][replay]") {
+TEST_CASE("a recorded soak with cancels and faults replays identically, a mutated trace diverges there", "[soak][replay]") {
     auto path = (test::scratch_dir("soak-replay") / "seed1.jsonl").string();
     auto run = soak_run(1, sanitized() ? 10 : 40, path);
     CHECK(run.trace_dropped == 0);
@@ -118,4 +121,59 @@ TEST_CASE("the trace writer never blocks: a full queue counts drops", "[trace]")
     REQUIRE((*w)->close().ok());
     CHECK((*w)->written() + (*w)->dropped() == 10000);
     CHECK((*w)->written() > 0);
+}
+
+namespace {
+struct command_result {
+    int code = -1;
+    std::string out;
+};
+command_result run_command(const std::string& cmd) {
+    command_result r;
+    std::FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+    REQUIRE(p != nullptr);
+    char buf[4096];
+    while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) r.out.append(buf, n);
+    int st = ::pclose(p);
+    r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return r;
+}
+}  // namespace
+
+TEST_CASE("calserve soak --trace and calserve replay on the command line", "[soak][replay][cli]") {
+    auto dir = test::scratch_dir("soak-cli");
+    auto trace = (dir / "t.jsonl").string();
+    auto bin = test::calserve_binary().string();
+    auto soak = run_command(bin + " soak --seed 5 --duration 5s --model " + model_dir().string() + " --trace " + trace);
+    INFO(soak.out);
+    REQUIRE(soak.code == 0);
+    CHECK_THAT(soak.out, Catch::Contains("seed=5") && Catch::Contains("config: runtime.max_running="));
+    auto same = run_command(bin + " replay " + trace);
+    INFO(same.out);
+    REQUIRE(same.code == 0);
+    CHECK_THAT(same.out, Catch::StartsWith("identical ("));
+
+    // Rewrite the 40th message record's type in the file itself.
+    std::ifstream in(trace);
+    std::ostringstream rewritten;
+    std::string line, mutated_seq;
+    int msgs = 0;
+    while (std::getline(in, line)) {
+        if (line.rfind("{\"k\":\"msg\"", 0) == 0 && ++msgs == 40) {
+            auto rec = io::parse_record(line);
+            REQUIRE(rec.ok());
+            auto m = std::get<io::trace_message>(*rec);
+            mutated_seq = std::to_string(m.seq);
+            m.to = "nobody";
+            line = io::encode(m);
+        }
+        rewritten << line << "\n";
+    }
+    REQUIRE(msgs > 40);
+    std::ofstream(dir / "mutated.jsonl") << rewritten.str();
+    auto diverged = run_command(bin + " replay " + (dir / "mutated.jsonl").string());
+    INFO(diverged.out);
+    CHECK(diverged.code == 1);
+    CHECK_THAT(diverged.out, Catch::Contains("diverged at sequence " + mutated_seq + " ") && Catch::Contains("nobody"));
+    CHECK(run_command(bin + " replay " + (dir / "missing.jsonl").string()).code == 2);
 }
