@@ -58,7 +58,7 @@ void print_plan(const plan& p, const soak_options& o, std::ostream& out) {
         << " deadline_share=" << p.deadline_share << " eos_share=" << p.eos_share
         << " mean_fault_gap_s=" << p.mean_fault_gap_s << "\n  config:";
     for (const auto& ov : p.overrides) out << " " << ov;
-    out << "\n";
+    out << std::endl;  // long runs: show the plan before the hours of work
 }
 
 // Lazily generated, time-ordered inputs: arrivals, their cancels, fault arms, and a final clear.
@@ -204,8 +204,8 @@ result<std::int64_t> parse_duration_ns(const std::string& text) {
     try {
         std::size_t used = 0;
         double v = std::stod(text, &used);
-        std::string unit = text.substr(used);
-        if (unit.empty()) unit.assign("s");
+        std::string_view unit = std::string_view(text).substr(used);
+        if (unit.empty()) unit = "s";
         for (const auto& [name, scale] : units)
             if (unit == name && v > 0) return std::int64_t(v * scale);
     } catch (const std::exception&) {
