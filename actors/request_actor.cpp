@@ -72,11 +72,9 @@ void request_actor::on(rq_token& m) {
     if (life_.is(request_state::prefilling)) {
         life_.transition_to(request_state::decoding);
         t_first_token_ = now;
-        if (metrics_) metrics_->time_to_first_token.observe(since_arrival(now));
-    } else if (metrics_) {
-        metrics_->inter_token_latency.observe(std::chrono::duration<double>(now - t_last_token_).count());
     }
-    t_last_token_ = now;
+    // TTFT, inter-token and end-to-end latency and requests_total are recorded at the
+    // network edge (net/), where the client-visible times are; not here, to count once.
     ++completion_tokens_;
     bool stop_id = std::find(setup_.stop_ids.begin(), setup_.stop_ids.end(), m.token) != setup_.stop_ids.end();
     if (stop_id) {
@@ -120,20 +118,8 @@ void request_actor::finish(request_state final_state, finish_reason reason, std:
     result.ttft_s = t_first_token_.count() ? since_arrival(t_first_token_) : 0;
     setup_.sink->on_finish(result);
     (void)setup_.tick.tell(bt_finish{setup_.seq->seq}, id());
-    if (metrics_) {
-        metrics_->e2e_request_latency.observe(result.e2e_s);
-        metrics::outcome o = metrics::outcome::error;
-        switch (final_state) {
-            case request_state::finished: o = reason == finish_reason::length ? metrics::outcome::length : metrics::outcome::stop; break;
-            case request_state::cancelled: o = metrics::outcome::cancelled; break;
-            case request_state::timed_out: o = metrics::outcome::timeout; break;
-            case request_state::rejected: o = metrics::outcome::rejected; break;
-            default: break;
-        }
-        metrics_->requests(o).inc();
-        if (final_state == request_state::failed && result.failure)
-            metrics_->requests_failed_total.labels({std::string(to_string(fault_class_of(result.failure->code)))}).inc();
-    }
+    if (metrics_ && final_state == request_state::failed && result.failure)
+        metrics_->requests_failed_total.labels({std::string(to_string(fault_class_of(result.failure->code)))}).inc();
     if (setup_.on_terminal) setup_.on_terminal(setup_.seq->request_id, final_state);
     stop();
     rt().release(this);

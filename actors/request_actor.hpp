@@ -88,7 +88,7 @@ private:
     model::stop_matcher matcher_;
     timer_handle deadline_;
     std::int64_t completion_tokens_ = 0;
-    std::chrono::nanoseconds t_scheduled_{0}, t_first_token_{0}, t_last_token_{0};
+    std::chrono::nanoseconds t_scheduled_{0}, t_first_token_{0};
 };
 
 }  // namespace calserve::actors
