@@ -115,7 +115,7 @@ TEST_CASE("match on chip, submodel, sequence and request") {
     CHECK(fire->delay_ms == 250);
 }
 
-TEST_CASE("list shows fires and remaining; clear by point, id or all; fires survive clear") {
+TEST_CASE("list shows fires and remaining, clear by point, id or all, fires survive clear") {
     fault_registry r;
     auto c = spec(fault_point::submit_busy, arm_mode::count);
     c.count = 2;

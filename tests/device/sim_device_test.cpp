@@ -74,7 +74,7 @@ TEST_CASE("logits written as BF16 equal the reference model's for the same histo
     CHECK(check_logits_bf16(*f.dev->output(k_decode, slot::pong, "logits")).ok());
 }
 
-TEST_CASE("two jobs in flight complete in order; one slot's copy overlaps the other's compute") {
+TEST_CASE("two jobs in flight complete in order, one slot's copy overlaps the other's compute") {
     test::sim_fixture f(10.0, 4.0);  // step 10 ms, d2h 4 ms
     REQUIRE(f.dev->kv_allocate(1, 32).ok());
     REQUIRE(f.dev->kv_allocate(2, 32).ok());

@@ -13,7 +13,7 @@ using namespace calserve;
 using namespace calserve::device;
 using namespace std::chrono_literals;
 
-TEST_CASE("manual scheduler: events in (time, insertion) order; time moves only when driven") {
+TEST_CASE("manual scheduler: events in (time, insertion) order, time moves only when driven") {
     sim::manual_scheduler s;
     std::vector<int> order;
     s.call_at(20ms, [&] { order.push_back(3); });

@@ -96,7 +96,7 @@ std::filesystem::path socket_path() {
 
 }  // namespace
 
-TEST_CASE("ctl: ccu_exception mid-stream is recovered, listed and counted; reset and drain", "[e2e]") {
+TEST_CASE("ctl: ccu_exception mid-stream is recovered, listed and counted, reset and drain", "[e2e]") {
     auto sock = socket_path();
     const std::string preset = "tiny-dense-1chip";
     // A paced device (fixed 10 ms per step) so the stream is still running when the fault is armed.

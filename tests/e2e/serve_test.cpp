@@ -123,7 +123,7 @@ TEST_CASE("SSE is well formed, ends with [DONE] and carries usage", "[e2e]") {
     REQUIRE(d.stop() == 0);
 }
 
-TEST_CASE("over-length prompts get 400 before device work; overload gets 429 with Retry-After", "[e2e]") {
+TEST_CASE("over-length prompts get 400 before device work, overload gets 429 with Retry-After", "[e2e]") {
     daemon_process d(serve_args("tiny-dense-1chip", {"runtime.slot_context=64", "runtime.max_running=1",
                                                      "runtime.max_queued=0", "device.sim.step_ms=20"}));
     REQUIRE(d.started());

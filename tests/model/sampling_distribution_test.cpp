@@ -131,7 +131,7 @@ TEST_CASE("full-vocabulary dense path matches the reference (151936 tokens)", "[
     }
 }
 
-TEST_CASE("same seed, same tokens; other seed, other tokens", "[sampling][determinism]") {
+TEST_CASE("same seed, same tokens, other seed, other tokens", "[sampling][determinism]") {
     std::vector<float> logits(5000);
     for (std::size_t i = 0; i < logits.size(); ++i) logits[i] = std::sin(static_cast<float>(i) * 0.37f) * 3.0f;
     sampling_params sp;

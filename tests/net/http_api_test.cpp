@@ -334,7 +334,7 @@ TEST_CASE("Every status maps to an HTTP error code in one place") {
     CHECK(net::map_status(status::internal).http_status == 500);
 }
 
-TEST_CASE("Injected client_stall: a stalled SSE consumer overflows and is cancelled; a vanished one is cancelled") {
+TEST_CASE("Injected client_stall: a stalled SSE consumer overflows and is cancelled, a vanished one is cancelled") {
     std::atomic<int> mode{1};  // 1 = stall 20 ms per write, 0 = vanish
     net::server_options o;
     o.write_queue = 4;

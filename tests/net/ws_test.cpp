@@ -86,7 +86,7 @@ TEST_CASE("WebSocket multiplexes several generations on one socket") {
     CHECK(read_until_ended(*ws, {"c1"})["c1"].text == "ab");
 }
 
-TEST_CASE("WebSocket cancel ends one stream; others continue") {
+TEST_CASE("WebSocket cancel ends one stream, others continue") {
     server_fixture f;
     f.engine.gate_open = false;
     asio::io_context ioc;

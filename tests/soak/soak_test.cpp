@@ -25,7 +25,6 @@ const std::filesystem::path& model_dir() {
     }();
     return dir;
 }
-bool sanitized() { return std::getenv("CALSERVE_SANITIZED") != nullptr; }
 std::int64_t seconds(double s) { return std::int64_t(s * 1e9); }
 
 soak::soak_outcome soak_run(std::uint64_t seed, double virtual_s, std::string trace = "") {
@@ -47,7 +46,7 @@ soak::soak_outcome soak_run(std::uint64_t seed, double virtual_s, std::string tr
 TEST_CASE("a handful of seeds keep every invariant", "[soak]") {
     std::uint64_t fired = 0, resets = 0, cancels = 0, checked = 0;
     for (std::uint64_t seed : {1, 3, 6}) {
-        auto r = soak_run(seed, sanitized() ? 8 : 30).report;
+        auto r = soak_run(seed, 30).report;
         REQUIRE(r.ok());
         CHECK(r.submitted > 0);
         fired += r.faults_fired;
@@ -71,7 +70,7 @@ TEST_CASE("the same seed yields the same run", "[soak]") {
 
 TEST_CASE("a recorded soak with cancels and faults replays identically, a mutated trace diverges there", "[soak][replay]") {
     auto path = (test::scratch_dir("soak-replay") / "seed1.jsonl").string();
-    auto run = soak_run(1, sanitized() ? 10 : 40, path);
+    auto run = soak_run(1, 40, path);
     CHECK(run.trace_dropped == 0);
     CHECK(run.report.cancels > 0);
     CHECK(run.report.faults_fired > 0);
