@@ -15,18 +15,9 @@ using namespace calserve::actors;
 using calserve::test::engine_harness;
 using calserve::test::recording_sink;
 
-namespace {
-std::vector<token_id> prompt_of(int seed, int length) {
-    std::mt19937 rng(seed);
-    std::vector<token_id> p;
-    for (int i = 0; i < length; ++i) p.push_back(token_id(rng() % 150000));
-    return p;
-}
-}  // namespace
-
 TEST_CASE("greedy generation equals the reference transformer", "[engine]") {
     engine_harness h;
-    auto prompt = prompt_of(1, 13);
+    auto prompt = calserve::test::random_prompt(1, 13);
     auto sink = std::make_shared<recording_sink>();
     REQUIRE(h.engine->submit(h.greedy("r1", prompt, 12), sink).ok());
     h.run_until_done();
@@ -42,7 +33,7 @@ TEST_CASE("greedy generation equals the reference transformer", "[engine]") {
 TEST_CASE("submit rejects over-length prompts and bad ids before any device work", "[engine]") {
     engine_harness h({"runtime.slot_context=64"});
     auto sink = std::make_shared<recording_sink>();
-    auto r = h.engine->submit(h.greedy("long", prompt_of(2, 60), 8), sink);
+    auto r = h.engine->submit(h.greedy("long", calserve::test::random_prompt(2, 60), 8), sink);
     REQUIRE(r.code() == status::context_overflow);
     REQUIRE_THAT(r.error().message, Catch::Contains("usable context of 64"));
     REQUIRE(h.engine->submit(h.greedy("bad", {-1}, 8), sink).code() == status::invalid_argument);
@@ -62,7 +53,7 @@ TEST_CASE("32 concurrent streams with cancels and deadlines: exactly-once ends, 
     };
     std::vector<stream> streams;
     for (int i = 0; i < 32; ++i) {
-        stream s{prompt_of(100 + i, 1 + int(rng() % 20)), 1 + std::int64_t(rng() % 10), std::make_shared<recording_sink>()};
+        stream s{calserve::test::random_prompt(100 + i, 1 + int(rng() % 20)), 1 + std::int64_t(rng() % 10), std::make_shared<recording_sink>()};
         auto req = h.greedy("s" + std::to_string(i), s.prompt, s.max_tokens);
         if (i % 7 == 3) req.timeout = std::chrono::milliseconds(1);  // expires in virtual time before finishing
         s.cancel = i % 5 == 1;
@@ -91,7 +82,7 @@ TEST_CASE("32 concurrent streams with cancels and deadlines: exactly-once ends, 
 
 TEST_CASE("a device fault mid-stream is recovered: same greedy output, one reset", "[engine][faults]") {
     engine_harness h;
-    auto prompt = prompt_of(3, 9);
+    auto prompt = calserve::test::random_prompt(3, 9);
     auto expected = calserve::test::reference_greedy(calserve::test::tiny_model_dir(), prompt, 16);
     auto sink = std::make_shared<recording_sink>();
     REQUIRE(h.engine->submit(h.greedy("f1", prompt, 16), sink).ok());

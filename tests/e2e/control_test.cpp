@@ -19,13 +19,6 @@ namespace json = boost::json;
 
 namespace {
 
-std::vector<std::int32_t> prompt_of(int seed, int length) {
-    std::mt19937 rng(seed);
-    std::vector<std::int32_t> p;
-    for (int i = 0; i < length; ++i) p.push_back(std::int32_t(rng() % 150000));
-    return p;
-}
-
 json::array to_json(const std::vector<std::int32_t>& ids) {
     json::array a;
     for (auto id : ids) a.push_back(id);
@@ -105,7 +98,7 @@ TEST_CASE("ctl: ccu_exception mid-stream is recovered, listed and counted, reset
     REQUIRE(d.started());
     REQUIRE(std::filesystem::exists(sock));
 
-    auto prompt = prompt_of(21, 13);
+    auto prompt = random_prompt(21, 13);
     const int n = 64;
     auto expected = reference_text(d.port(), reference_greedy(package_model_dir(test_package_dir(preset)), prompt, n));
 

@@ -21,13 +21,6 @@ namespace websocket = boost::beast::websocket;
 
 namespace {
 
-std::vector<std::int32_t> prompt_of(int seed, int length) {
-    std::mt19937 rng(seed);
-    std::vector<std::int32_t> p;
-    for (int i = 0; i < length; ++i) p.push_back(std::int32_t(rng() % 150000));
-    return p;
-}
-
 json::array to_json(const std::vector<std::int32_t>& ids) {
     json::array a;
     for (auto id : ids) a.push_back(id);
@@ -81,7 +74,7 @@ TEST_CASE("greedy over HTTP equals the reference transformer on both packages", 
         INFO(preset);
         daemon_process d(serve_args(preset, {"device.sim.step_ms=0", "device.sim.d2h_ms=0"}));
         REQUIRE(d.started());
-        auto prompt = prompt_of(11, 17);
+        auto prompt = random_prompt(11, 17);
         auto expected = reference_greedy(package_model_dir(test_package_dir(preset)), prompt, 10);
         auto res = post(d.port(), "/v1/completions", completion_body(prompt, 10, false));
         REQUIRE(res.result_int() == 200);
@@ -98,7 +91,7 @@ TEST_CASE("greedy over HTTP equals the reference transformer on both packages", 
 TEST_CASE("SSE is well formed, ends with [DONE] and carries usage", "[e2e]") {
     daemon_process d(serve_args("tiny-dense-1chip", {"device.sim.step_ms=0", "device.sim.d2h_ms=0"}));
     REQUIRE(d.started());
-    auto prompt = prompt_of(5, 9);
+    auto prompt = random_prompt(5, 9);
     auto res = post(d.port(), "/v1/completions", completion_body(prompt, 6, true));
     REQUIRE(res.result_int() == 200);
     REQUIRE(res[http::field::content_type].find("text/event-stream") != std::string::npos);
@@ -128,14 +121,14 @@ TEST_CASE("over-length prompts get 400 before device work, overload gets 429 wit
                                                      "runtime.max_queued=0", "device.sim.step_ms=20"}));
     REQUIRE(d.started());
     auto busy_before = metric(d.port(), "calserve_device_busy_seconds_total");
-    auto res = post(d.port(), "/v1/completions", completion_body(prompt_of(1, 60), 10, false));
+    auto res = post(d.port(), "/v1/completions", completion_body(random_prompt(1, 60), 10, false));
     REQUIRE(res.result_int() == 400);
     CHECK(res.body().find("context") != std::string::npos);
     CHECK(metric(d.port(), "calserve_device_busy_seconds_total") == busy_before);
 
-    std::thread slow([&] { (void)post(d.port(), "/v1/completions", completion_body(prompt_of(2, 4), 30, false)); });
+    std::thread slow([&] { (void)post(d.port(), "/v1/completions", completion_body(random_prompt(2, 4), 30, false)); });
     REQUIRE(wait_until([&] { return metric(d.port(), "calserve_requests_running") >= 1; }));
-    auto over = post(d.port(), "/v1/completions", completion_body(prompt_of(3, 4), 4, false));
+    auto over = post(d.port(), "/v1/completions", completion_body(random_prompt(3, 4), 4, false));
     CHECK(over.result_int() == 429);
     CHECK(!over[http::field::retry_after].empty());
     slow.join();
@@ -160,7 +153,7 @@ TEST_CASE("32 concurrent SSE and WebSocket streams with cancels and deadlines", 
     };
     std::vector<job> jobs;
     for (int i = 0; i < k_sse + k_ws; ++i)
-        jobs.push_back({prompt_of(200 + i, 1 + int(rng() % 24)), 2 + int(rng() % 14), i % 6 == 2,
+        jobs.push_back({random_prompt(200 + i, 1 + int(rng() % 24)), 2 + int(rng() % 14), i % 6 == 2,
                         i % 9 == 4 ? 5 : 0, {}, {}, 0});
 
     std::vector<std::thread> clients;
@@ -261,7 +254,7 @@ TEST_CASE("SIGTERM drains in-flight work and exits 0", "[e2e]") {
     daemon_process d(serve_args("tiny-dense-1chip", {"device.sim.step_ms=10"}));
     REQUIRE(d.started());
     http::response<http::string_body> res;
-    std::thread client([&] { res = post(d.port(), "/v1/completions", completion_body(prompt_of(8, 5), 30, false)); });
+    std::thread client([&] { res = post(d.port(), "/v1/completions", completion_body(random_prompt(8, 5), 30, false)); });
     REQUIRE(wait_until([&] { return metric(d.port(), "calserve_requests_running") >= 1; }));
     d.signal(SIGTERM);
     client.join();

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <map>
 #include <mutex>
+#include <random>
 
 #include "device/package_spec.hpp"
 #include "model/bf16.hpp"
@@ -60,6 +61,13 @@ std::filesystem::path package_model_dir(const std::filesystem::path& package_dir
     auto spec = device::package_spec_from_dir(package_dir);
     REQUIRE(spec.ok());
     return spec->reference_model_dir;
+}
+
+std::vector<std::int32_t> random_prompt(int seed, int length) {
+    std::mt19937 rng(seed);
+    std::vector<std::int32_t> p;
+    for (int i = 0; i < length; ++i) p.push_back(std::int32_t(rng() % 150000));
+    return p;
 }
 
 std::vector<std::int32_t> reference_greedy(const std::filesystem::path& model_dir,

@@ -15,6 +15,8 @@ const std::filesystem::path& tiny_model_dir(const std::string& preset = "tiny-de
 const std::filesystem::path& test_package_dir(const std::string& preset);
 // The reference model directory a package points to.
 std::filesystem::path package_model_dir(const std::filesystem::path& package_dir);
+// `length` seeded random token ids below 150000 (inside the tokenizer's vocabulary).
+std::vector<std::int32_t> random_prompt(int seed, int length);
 // Greedy continuation on the reference transformer, argmax over BF16-rounded
 // logits exactly as the device returns them (ties: lowest id).
 std::vector<std::int32_t> reference_greedy(const std::filesystem::path& model_dir, const std::vector<std::int32_t>& prompt,
