@@ -14,7 +14,7 @@
 #include <spdlog/spdlog.h>
 #include <thread>
 
-#include "actors/control_target.hpp"
+#include "net/engine_control.hpp"
 #include "actors/metrics.hpp"
 #include "actors/serving_engine.hpp"
 #include "config/log.hpp"

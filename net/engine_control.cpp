@@ -1,4 +1,4 @@
-#include "actors/control_target.hpp"
+#include "net/engine_control.hpp"
 
 #include <boost/json.hpp>
 #include <spdlog/spdlog.h>
