@@ -112,6 +112,13 @@ void runtime::run_for(nanoseconds duration) {
     run_until_idle();
 }
 
+std::optional<nanoseconds> runtime::next_timer_due() {
+    std::lock_guard lock(mutex_);
+    while (!timers_.empty() && timers_.top().cancelled->load()) timers_.pop();
+    if (timers_.empty()) return std::nullopt;
+    return timers_.top().due;
+}
+
 std::size_t runtime::pending_timers() const {
     std::lock_guard lock(mutex_);
     return timers_.size();

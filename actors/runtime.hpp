@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <queue>
 #include <string>
 #include <string_view>
@@ -100,6 +101,8 @@ public:
     // Advances virtual time by `duration`, firing timers in order.
     void run_for(nanoseconds duration);
     std::size_t pending_timers() const;
+    // Due time of the earliest live timer (deterministic mode), if any.
+    std::optional<nanoseconds> next_timer_due();
 
     // Delivery hook (set before actors start; called on the receiving strand).
     void set_delivery_hook(delivery_hook hook) { hook_ = std::move(hook); }

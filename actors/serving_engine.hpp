@@ -82,6 +82,10 @@ public:
     const kv_manager_actor& kv_manager() const;
     const batch_tick_actor& batch_tick() const;
     std::uint64_t device_resets() const;
+    // The request sequence counter (sampling seeds derive from it): a trace
+    // started mid-run records it, its replay continues from it.
+    std::uint64_t sequence_counter() const { return next_seq_.load(); }
+    void set_sequence_counter(std::uint64_t value) { next_seq_.store(value); }
 
     struct registry;  // request id / sequence id -> Request actor, and counters
     struct watch;     // progress watchdog + mailbox watch, shared with sinks and the watch timer

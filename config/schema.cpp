@@ -21,6 +21,7 @@ constexpr key_spec k_schema[] = {
     {"server.drain_timeout_ms", integer, "30000", 0, 3600000, "", "time in-flight requests get on SIGTERM"},
     {"server.ws_write_queue", integer, "256", 1, 65536, "", "events buffered per WebSocket before the slowest stream is cancelled"},
     {"server.timing_log", string, "", 0, 0, "", "per-request JSONL timing log path; empty = off"},
+    {"server.trace", string, "", 0, 0, "", "record inputs and actor messages to this JSONL trace from start-up (implies runtime.recordable); empty = off"},
 
     {"runtime.max_inflight", integer, "2", 1, 2, "", "device jobs in flight per session (ping/pong)"},
     {"runtime.max_running", integer, "64", 1, 4096, "", "requests admitted to the scheduler at once"},
@@ -30,6 +31,7 @@ constexpr key_spec k_schema[] = {
     {"runtime.request_timeout_ms", integer, "600000", 1, 86400000, "", "default request deadline"},
     {"runtime.kv_wait_ms", integer, "5000", 0, 3600000, "", "longest wait for KV room before 429"},
     {"runtime.progress_timeout_ms", integer, "30000", 0, 86400000, "", "watchdog: /health unhealthy when admitted work makes no token progress this long; 0 = off"},
+    {"runtime.recordable", boolean, "false", 0, 0, "", "run the actors on one real-time-driven deterministic thread so traces replay exactly (control socket trace.start)"},
     {"runtime.default_max_tokens", integer, "256", 1, 1048576, "", "max_tokens when a request gives none"},
 
     {"device.backend", string, "sim", 0, 0, "sim|cpu", "device backend"},

@@ -15,27 +15,62 @@ struct overloaded : Fs... {
 template <class... Fs>
 overloaded(Fs...) -> overloaded<Fs...>;
 
+template <class T>
+json::array to_array(const std::vector<T>& v) {
+    json::array a;
+    for (const auto& x : v) a.emplace_back(x);
+    return a;
+}
+
 json::object to_json(const trace_header& h) {
-    json::array ov;
-    for (const auto& o : h.overrides) ov.emplace_back(o);
-    return {{"k", "header"}, {"version", h.version}, {"seed", h.seed}, {"model", h.model_dir},
-            {"overrides", ov}, {"duration_ns", h.duration_ns}};
+    return {{"k", "header"},       {"version", h.version},     {"source", h.source},
+            {"seed", h.seed},      {"model", h.model_dir},     {"package", h.package_dir},
+            {"overrides", to_array(h.overrides)},              {"duration_ns", h.duration_ns},
+            {"from_start", h.from_start}, {"engine_seq", h.engine_seq}};
 }
 json::object to_json(const trace_submit& s) {
-    json::array prompt;
-    for (auto t : s.prompt) prompt.emplace_back(t);
-    json::object o{{"k", "submit"}, {"t", s.t_ns}, {"id", s.id}, {"prompt", prompt}, {"max_tokens", s.max_tokens},
-                   {"temperature", s.temperature}, {"top_p", s.top_p}, {"top_k", s.top_k},
-                   {"ignore_eos", s.ignore_eos}, {"timeout_ms", s.timeout_ms}};
+    json::array bias;
+    for (const auto& [tok, b] : s.logit_bias) bias.emplace_back(json::array{tok, b});
+    json::object o{{"k", "submit"},
+                   {"t", s.t_ns},
+                   {"id", s.id},
+                   {"prompt", to_array(s.prompt)},
+                   {"max_tokens", s.max_tokens},
+                   {"temperature", s.temperature},
+                   {"top_p", s.top_p},
+                   {"top_k", s.top_k},
+                   {"ignore_eos", s.ignore_eos},
+                   {"timeout_ms", s.timeout_ms},
+                   {"min_p", s.min_p},
+                   {"presence_penalty", s.presence_penalty},
+                   {"frequency_penalty", s.frequency_penalty},
+                   {"repetition_penalty", s.repetition_penalty},
+                   {"logit_bias", bias},
+                   {"logprobs", s.logprobs},
+                   {"top_logprobs", s.top_logprobs},
+                   {"stop", to_array(s.stop)},
+                   {"stop_token_ids", to_array(s.stop_token_ids)}};
     if (s.seed) o["seed"] = *s.seed;
     return o;
 }
 json::object to_json(const trace_cancel& c) { return {{"k", "cancel"}, {"t", c.t_ns}, {"id", c.id}}; }
 json::object to_json(const trace_arm& a) {
-    return {{"k", "arm"}, {"t", a.t_ns}, {"point", a.point}, {"mode", a.mode}, {"count", a.count},
-            {"probability", a.probability}, {"seed", a.seed}, {"delay_ms", a.delay_ms}};
+    json::object o{{"k", "arm"},   {"t", a.t_ns},          {"point", a.point},
+                   {"mode", a.mode}, {"count", a.count},   {"probability", a.probability},
+                   {"seed", a.seed}, {"delay_ms", a.delay_ms}};
+    if (a.chip) o["chip"] = *a.chip;
+    if (a.submodel) o["submodel"] = *a.submodel;
+    if (a.request) o["request"] = *a.request;
+    if (a.sequence) o["sequence"] = *a.sequence;
+    return o;
 }
-json::object to_json(const trace_clear& c) { return {{"k", "clear"}, {"t", c.t_ns}}; }
+json::object to_json(const trace_clear& c) {
+    json::object o{{"k", "clear"}, {"t", c.t_ns}};
+    if (c.point) o["point"] = *c.point;
+    if (c.id) o["id"] = *c.id;
+    return o;
+}
+json::object to_json(const trace_control& c) { return {{"k", "control"}, {"t", c.t_ns}, {"command", c.command}}; }
 json::object to_json(const trace_message& m) {
     return {{"k", "msg"}, {"seq", m.seq}, {"t", m.t_ns}, {"from_id", m.from_id}, {"to_id", m.to_id},
             {"from", m.from}, {"to", m.to}, {"type", m.type}};
@@ -55,6 +90,13 @@ T get(const json::object& o, std::string_view key) {
         return json::value_to<T>(*v);
 }
 
+// An optional field: absent means "not set" (a match filter, a seed), never a default.
+template <class T>
+std::optional<T> get_opt(const json::object& o, std::string_view key) {
+    if (!o.contains(key)) return std::nullopt;
+    return get<T>(o, key);
+}
+
 trace_record from_json(const json::object& o) {
     auto kind = get<std::string>(o, "k");
     if (kind == "msg")
@@ -62,22 +104,72 @@ trace_record from_json(const json::object& o) {
                              get<std::uint64_t>(o, "to_id"), get<std::string>(o, "from"), get<std::string>(o, "to"),
                              get<std::string>(o, "type")};
     if (kind == "submit") {
-        trace_submit s{get<std::int64_t>(o, "t"), get<std::string>(o, "id"), get<std::vector<std::int32_t>>(o, "prompt"),
-                       get<std::int64_t>(o, "max_tokens"), get<double>(o, "temperature"), get<double>(o, "top_p"),
-                       get<std::int32_t>(o, "top_k"), std::nullopt, get<bool>(o, "ignore_eos"),
-                       get<std::int64_t>(o, "timeout_ms")};
-        if (o.contains("seed")) s.seed = get<std::uint64_t>(o, "seed");
+        trace_submit s;
+        s.t_ns = get<std::int64_t>(o, "t");
+        s.id = get<std::string>(o, "id");
+        s.prompt = get<std::vector<std::int32_t>>(o, "prompt");
+        s.max_tokens = get<std::int64_t>(o, "max_tokens");
+        s.temperature = get<double>(o, "temperature");
+        s.top_p = get<double>(o, "top_p");
+        s.top_k = get<std::int32_t>(o, "top_k");
+        s.seed = get_opt<std::uint64_t>(o, "seed");
+        s.ignore_eos = get<bool>(o, "ignore_eos");
+        s.timeout_ms = get<std::int64_t>(o, "timeout_ms");
+        s.min_p = get<double>(o, "min_p");
+        s.presence_penalty = get<double>(o, "presence_penalty");
+        s.frequency_penalty = get<double>(o, "frequency_penalty");
+        s.repetition_penalty = get<double>(o, "repetition_penalty");
+        for (const auto& pair : get<json::array>(o, "logit_bias")) {
+            const auto& a = pair.as_array();
+            if (a.size() != 2) throw std::invalid_argument("logit_bias entries are [token, bias] pairs");
+            s.logit_bias.emplace_back(json::value_to<std::int32_t>(a[0]), a[1].to_number<double>());
+        }
+        s.logprobs = get<bool>(o, "logprobs");
+        s.top_logprobs = get<std::int32_t>(o, "top_logprobs");
+        s.stop = get<std::vector<std::string>>(o, "stop");
+        s.stop_token_ids = get<std::vector<std::int32_t>>(o, "stop_token_ids");
         return s;
     }
     if (kind == "cancel") return trace_cancel{get<std::int64_t>(o, "t"), get<std::string>(o, "id")};
-    if (kind == "arm")
-        return trace_arm{get<std::int64_t>(o, "t"), get<std::string>(o, "point"), get<std::string>(o, "mode"),
-                         get<std::int64_t>(o, "count"), get<double>(o, "probability"), get<std::uint64_t>(o, "seed"),
-                         get<double>(o, "delay_ms")};
-    if (kind == "clear") return trace_clear{get<std::int64_t>(o, "t")};
-    if (kind == "header")
-        return trace_header{get<int>(o, "version"), get<std::uint64_t>(o, "seed"), get<std::string>(o, "model"),
-                            get<std::vector<std::string>>(o, "overrides"), get<std::int64_t>(o, "duration_ns")};
+    if (kind == "arm") {
+        trace_arm a;
+        a.t_ns = get<std::int64_t>(o, "t");
+        a.point = get<std::string>(o, "point");
+        a.mode = get<std::string>(o, "mode");
+        a.count = get<std::int64_t>(o, "count");
+        a.probability = get<double>(o, "probability");
+        a.seed = get<std::uint64_t>(o, "seed");
+        a.delay_ms = get<double>(o, "delay_ms");
+        a.chip = get_opt<std::uint32_t>(o, "chip");
+        a.submodel = get_opt<std::string>(o, "submodel");
+        a.request = get_opt<std::uint64_t>(o, "request");
+        a.sequence = get_opt<std::uint64_t>(o, "sequence");
+        return a;
+    }
+    if (kind == "clear")
+        return trace_clear{get<std::int64_t>(o, "t"), get_opt<std::string>(o, "point"), get_opt<std::uint64_t>(o, "id")};
+    if (kind == "control") {
+        trace_control c{get<std::int64_t>(o, "t"), get<std::string>(o, "command")};
+        if (c.command != "drain" && c.command != "resume" && c.command != "reset")
+            throw std::invalid_argument("unknown control command \"" + c.command + "\"");
+        return c;
+    }
+    if (kind == "header") {
+        trace_header h;
+        h.version = get<int>(o, "version");
+        if (h.version != k_trace_version)
+            throw std::invalid_argument("trace version " + std::to_string(h.version) + " (this build reads " +
+                                        std::to_string(k_trace_version) + ")");
+        h.source = get<std::string>(o, "source");
+        h.seed = get<std::uint64_t>(o, "seed");
+        h.model_dir = get<std::string>(o, "model");
+        h.package_dir = get<std::string>(o, "package");
+        h.overrides = get<std::vector<std::string>>(o, "overrides");
+        h.duration_ns = get<std::int64_t>(o, "duration_ns");
+        h.from_start = get<bool>(o, "from_start");
+        h.engine_seq = get<std::uint64_t>(o, "engine_seq");
+        return h;
+    }
     if (kind == "end")
         return trace_end{get<std::int64_t>(o, "t"), get<std::uint64_t>(o, "messages"), get<std::uint64_t>(o, "dropped")};
     throw std::invalid_argument("unknown record kind \"" + kind + "\"");

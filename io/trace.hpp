@@ -1,9 +1,9 @@
 #pragma once
 //! Trace records: what a run saw from outside (submits with their arrival time
-//! and full request, cancels, fault arming) and every actor message the
-//! runtime delivered (sequence, virtual time, from, to, type). One JSON object
-//! per line (docs/trace.md). `io/` sits below the actors, so records carry
-//! plain fields; soak/ converts them to engine requests.
+//! and full request, cancels, fault arming and clearing, control commands) and
+//! every actor message the runtime delivered (sequence, virtual time, from, to,
+//! type). One JSON object per line (docs/trace.md). `io/` sits below the
+//! actors, so records carry plain fields; soak/ converts them to engine calls.
 //!
 //! Invariants: encode(parse(line)) round-trips every field; a record with an
 //! unknown kind or a missing field is a parse error, never silently defaulted.
@@ -18,12 +18,21 @@
 
 namespace calserve::io {
 
+inline constexpr int k_trace_version = 2;
+
 struct trace_header {
-    int version = 1;
+    int version = k_trace_version;
+    std::string source = "soak";          // "soak" (seeded simulation) or "daemon" (calserve serve)
     std::uint64_t seed = 0;
-    std::string model_dir;                // the model the run served (cpu backend)
-    std::vector<std::string> overrides;   // config key=value overrides of the run
+    std::string model_dir;                // cpu backend: the Hugging Face model directory
+    std::string package_dir;              // sim backend: the calbin package directory
+    std::vector<std::string> overrides;   // config key=value of the run (daemon: every runtime/device key)
     std::int64_t duration_ns = 0;
+    // Where the recording began: true = with the engine's creation. A trace
+    // started later (control socket, idle engine) carries the engine's request
+    // sequence counter so replayed sampling seeds match.
+    bool from_start = true;
+    std::uint64_t engine_seq = 0;
 };
 
 struct trace_submit {
@@ -36,6 +45,12 @@ struct trace_submit {
     std::optional<std::uint64_t> seed;
     bool ignore_eos = true;
     std::int64_t timeout_ms = 0;
+    double min_p = 0, presence_penalty = 0, frequency_penalty = 0, repetition_penalty = 1;
+    std::vector<std::pair<std::int32_t, double>> logit_bias;
+    bool logprobs = false;
+    std::int32_t top_logprobs = 0;
+    std::vector<std::string> stop;
+    std::vector<std::int32_t> stop_token_ids;
 };
 
 struct trace_cancel {
@@ -51,10 +66,23 @@ struct trace_arm {
     double probability = 1;
     std::uint64_t seed = 0;
     double delay_ms = 0;
+    // Match filters; absent = any (docs/faults.md).
+    std::optional<std::uint32_t> chip;
+    std::optional<std::string> submodel;
+    std::optional<std::uint64_t> request, sequence;
 };
 
+// fault.clear: everything, one point, or one arm id.
 struct trace_clear {
     std::int64_t t_ns = 0;
+    std::optional<std::string> point;
+    std::optional<std::uint64_t> id;
+};
+
+// An operator command that changes what the engine does: drain, resume, reset (device).
+struct trace_control {
+    std::int64_t t_ns = 0;
+    std::string command;
 };
 
 struct trace_message {
@@ -71,8 +99,9 @@ struct trace_end {
     std::uint64_t dropped = 0;
 };
 
-using trace_input = std::variant<trace_submit, trace_cancel, trace_arm, trace_clear>;
-using trace_record = std::variant<trace_header, trace_submit, trace_cancel, trace_arm, trace_clear, trace_message, trace_end>;
+using trace_input = std::variant<trace_submit, trace_cancel, trace_arm, trace_clear, trace_control>;
+using trace_record =
+    std::variant<trace_header, trace_submit, trace_cancel, trace_arm, trace_clear, trace_control, trace_message, trace_end>;
 
 std::string encode(const trace_record& record);
 result<trace_record> parse_record(std::string_view line);

@@ -44,12 +44,13 @@ result<std::uint64_t> engine_control::fault_arm(const net::fault_arm_request& re
     spec.match.submodel = request.submodel;
     spec.match.request = request.request;
     spec.match.sequence = request.sequence;
-    auto id = engine_.faults()->arm(std::move(spec));
+    auto id = traced_ ? traced_->arm_fault(spec) : engine_.faults()->arm(std::move(spec));
     if (id) spdlog::info("control: armed fault {} ({}) as #{}", request.point, request.mode, *id);
     return id;
 }
 
 result<std::size_t> engine_control::fault_clear(const net::fault_clear_request& request) {
+    if (traced_) return traced_->clear_faults(request.point, request.id);
     auto& reg = *engine_.faults();
     if (request.id) return reg.clear_id(*request.id);
     if (request.point) {
@@ -76,17 +77,26 @@ std::vector<net::fault_entry> engine_control::fault_list() {
 void_result engine_control::device_reset() {
     auto state = engine_.device_state();
     if (state == device_health::dead) return make_error(status::device_dead, "the device is dead");
-    engine_.reset_device("control socket");
+    if (traced_)
+        traced_->reset_device();
+    else
+        engine_.reset_device("control socket");
     return {};
 }
 
 void_result engine_control::drain() {
-    engine_.drain();
+    if (traced_)
+        traced_->drain();
+    else
+        engine_.drain();
     return {};
 }
 
 void_result engine_control::resume() {
-    engine_.resume();
+    if (traced_)
+        traced_->resume();
+    else
+        engine_.resume();
     return {};
 }
 
@@ -107,12 +117,19 @@ result<std::string> engine_control::stats() {
     return json::serialize(o);
 }
 
-void_result engine_control::trace_start(const std::string&) {
-    return make_error(status::unsupported, "message tracing is not available in this build");
+namespace {
+const char* const k_not_recordable =
+    "this daemon is not recordable: start it with --trace FILE or --set runtime.recordable=true";
+}
+
+void_result engine_control::trace_start(const std::string& path) {
+    if (!traced_) return make_error(status::unsupported, k_not_recordable);
+    return traced_->start_trace(path);
 }
 
 result<std::string> engine_control::trace_stop() {
-    return make_error(status::unsupported, "message tracing is not available in this build");
+    if (!traced_) return make_error(status::unsupported, k_not_recordable);
+    return traced_->stop_trace();
 }
 
 }  // namespace calserve::actors

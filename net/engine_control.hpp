@@ -8,9 +8,12 @@
 //! Fault model: every call returns promptly and never blocks on device work; a
 //! bad point name or spec is an `invalid_argument` result, never a crash.
 //! Invariants: reads only thread-safe engine state (atomics, the registry's own
-//! mutex, metric values), so it may be called from any io thread; trace
-//! recording is not implemented here and answers `unsupported`.
+//! mutex, metric values), so it may be called from any io thread. With a
+//! `traced_engine` (a recordable daemon), every command that changes the
+//! engine goes through it so a trace records it; without one, trace.start
+//! answers `unsupported` with how to enable it.
 #include "actors/serving_engine.hpp"
+#include "actors/traced_engine.hpp"
 #include "net/control_target.hpp"
 
 namespace calserve::actors {
@@ -18,7 +21,9 @@ namespace calserve::actors {
 class engine_control final : public net::control_target {
 public:
     // `metrics` may be null (stats then omit the metric-derived fields).
-    engine_control(serving_engine& engine, metrics::calserve_metrics* metrics) : engine_(engine), metrics_(metrics) {}
+    // `traced` may be null (threaded daemon: no recording).
+    engine_control(serving_engine& engine, metrics::calserve_metrics* metrics, traced_engine* traced = nullptr)
+        : engine_(engine), metrics_(metrics), traced_(traced) {}
 
     result<std::uint64_t> fault_arm(const net::fault_arm_request& request) override;
     result<std::size_t> fault_clear(const net::fault_clear_request& request) override;
@@ -33,6 +38,7 @@ public:
 private:
     serving_engine& engine_;
     metrics::calserve_metrics* metrics_;
+    traced_engine* traced_;
 };
 
 }  // namespace calserve::actors

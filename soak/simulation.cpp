@@ -76,7 +76,10 @@ result<std::unique_ptr<simulation>> simulation::create(const sim_setup& setup, m
     });
     sim->illegal_at_start_ = actors::illegal_transitions_total();
     actors::engine_setup es;
-    es.model_dir = setup.model_dir;
+    if (setup.package_dir.empty())
+        es.model_dir = setup.model_dir;
+    else
+        es.package_dir = setup.package_dir;
     auto e = actors::serving_engine::create(*sim->rt_, *cfg, es);
     if (!e) return e.error();
     sim->engine_ = std::move(e.value());
@@ -85,7 +88,8 @@ result<std::unique_ptr<simulation>> simulation::create(const sim_setup& setup, m
     }
     if (sim->engine_->device_state() != actors::device_health::ready)
         return make_error(status::not_ready, "simulation: device never became ready");
-    if (setup.check_reference) {
+    if (setup.engine_seq != 0) sim->engine_->set_sequence_counter(setup.engine_seq);
+    if (setup.check_reference && setup.package_dir.empty()) {
         auto lm = model::load_causal_lm(setup.model_dir, {});
         if (!lm) return lm.error();
         sim->reference_ = std::move(lm.value());
@@ -117,8 +121,22 @@ void simulation::apply(const io::trace_input& input) {
         engine_->cancel(c->id);
     } else if (auto* a = std::get_if<io::trace_arm>(&input)) {
         arm(*a);
-    } else {
-        engine_->faults()->clear();
+    } else if (auto* k = std::get_if<io::trace_clear>(&input)) {
+        auto& reg = *engine_->faults();
+        if (k->id) {
+            reg.clear_id(*k->id);
+        } else if (k->point) {
+            if (auto p = device::parse_fault_point(*k->point)) reg.clear(*p);
+        } else {
+            reg.clear();
+        }
+    } else if (auto* c = std::get_if<io::trace_control>(&input)) {
+        if (c->command == "drain")
+            engine_->drain();
+        else if (c->command == "resume")
+            engine_->resume();
+        else
+            engine_->reset_device("control socket");
     }
     rt_->run_until_idle();
     check_step();
@@ -135,11 +153,22 @@ void simulation::submit(const io::trace_submit& s) {
     r.sampling.seed = s.seed;
     r.ignore_eos = s.ignore_eos;
     r.timeout = std::chrono::milliseconds(s.timeout_ms);
+    r.sampling.min_p = float(s.min_p);
+    r.sampling.presence_penalty = float(s.presence_penalty);
+    r.sampling.frequency_penalty = float(s.frequency_penalty);
+    r.sampling.repetition_penalty = float(s.repetition_penalty);
+    for (const auto& [tok, bias] : s.logit_bias) r.sampling.logit_bias.emplace_back(tok, float(bias));
+    r.sampling.logprobs = s.logprobs;
+    r.sampling.top_logprobs = s.top_logprobs;
+    r.stop = s.stop;
+    r.stop_token_ids = s.stop_token_ids;
     auto st = std::make_shared<stream>();
     st->id = s.id;
     st->prompt = s.prompt;
     st->max_tokens = s.max_tokens;
-    st->greedy = s.temperature == 0;
+    // Comparable with the reference's plain greedy continuation only without anything that reshapes logits or ends early.
+    st->greedy = s.temperature == 0 && s.logit_bias.empty() && s.presence_penalty == 0 && s.frequency_penalty == 0 &&
+                 s.repetition_penalty == 1 && s.stop.empty() && s.stop_token_ids.empty();
     st->ignore_eos = s.ignore_eos;
     auto k = std::make_shared<sink>();
     k->s = st;
@@ -168,6 +197,10 @@ void simulation::arm(const io::trace_arm& a) {
     spec.probability = a.probability;
     spec.seed = a.seed;
     spec.delay_ms = a.delay_ms;
+    spec.match.chip = a.chip;
+    spec.match.submodel = a.submodel;
+    spec.match.request = a.request;
+    spec.match.sequence = a.sequence;
     ++report_.arms;
     if (auto r = engine_->faults()->arm(spec); !r) violation("arm " + a.point + ": " + r.error().message);
 }

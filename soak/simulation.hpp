@@ -34,9 +34,11 @@ class causal_lm;
 namespace calserve::soak {
 
 struct sim_setup {
-    std::filesystem::path model_dir;
+    std::filesystem::path model_dir;          // cpu backend (soak)
+    std::filesystem::path package_dir;        // sim backend (replay of a daemon trace); wins when set
     std::vector<std::string> overrides;       // config key=value
     bool check_reference = true;              // recompute greedy streams on the reference model
+    std::uint64_t engine_seq = 0;             // request sequence counter to continue from (trace started mid-run)
 };
 
 struct sim_report {
@@ -59,8 +61,11 @@ public:
     std::int64_t vocab_size() const;
     // True while an armed fault still has shots left.
     bool faults_armed() const;
-    // Advances virtual time to the input's time (firing timers), then applies it.
+    // Advances virtual time to the input's time (firing timers), then applies it
+    // exactly as the daemon's realtime_driver did when it was recorded.
     void apply(const io::trace_input& input);
+    // Moves virtual time to `t_ns`, firing the timers due on the way.
+    void advance_to(std::int64_t t_ns);
     // Runs until nothing is in flight (or `limit_s` virtual seconds), then checks the end state.
     void finish(double limit_s = 3600);
     const sim_report& report() const { return report_; }
@@ -69,7 +74,6 @@ public:
 
 private:
     simulation() = default;
-    void advance_to(std::int64_t t_ns);
     void submit(const io::trace_submit& s);
     void arm(const io::trace_arm& a);
     void check_step();

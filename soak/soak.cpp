@@ -77,7 +77,7 @@ public:
         if (t >= duration_) {
             if (cleared_) return std::nullopt;
             cleared_ = true;
-            return io::trace_clear{duration_};
+            return io::trace_clear{duration_, std::nullopt, std::nullopt};
         }
         if (t == t_cancel) {
             io::trace_cancel c{t, cancels_.begin()->second};
@@ -147,13 +147,24 @@ private:
 
 // One soak pass; `writer` may be null (no trace).
 result<sim_report> soak_pass(const soak_options& o, const plan& p, io::trace_writer* writer) {
-    sim_setup setup{o.model_dir, p.overrides, o.check_reference};
+    sim_setup setup;
+    setup.model_dir = o.model_dir;
+    setup.overrides = p.overrides;
+    setup.check_reference = o.check_reference;
     message_observer obs;
     if (writer) obs = [writer](const io::trace_message& m) { writer->push(io::encode(m)); };
     auto sim = simulation::create(setup, obs);
     if (!sim) return sim.error();
     auto& s = **sim;
-    if (writer) writer->push(io::encode(io::trace_header{1, o.seed, o.model_dir.string(), p.overrides, o.duration_ns}));
+    if (writer) {
+        io::trace_header h;
+        h.source = "soak";
+        h.seed = o.seed;
+        h.model_dir = o.model_dir.string();
+        h.overrides = p.overrides;
+        h.duration_ns = o.duration_ns;
+        writer->push(io::encode(h));
+    }
     traffic gen(p, o.seed, o.duration_ns, s.vocab_size());
     while (auto in = gen.next()) {
         // One live arm at a time: overlapping arms could fail more consecutive resets than
@@ -166,7 +177,7 @@ result<sim_report> soak_pass(const soak_options& o, const plan& p, io::trace_wri
         }
         s.apply(*in);
         if (!s.report().ok()) {  // stop at the first violation; clear faults so the run can wind down
-            io::trace_clear c{s.now_ns()};
+            io::trace_clear c{s.now_ns(), std::nullopt, std::nullopt};
             if (writer) writer->push(io::encode(c));
             s.apply(c);
             break;
@@ -245,9 +256,23 @@ result<soak_outcome> run_soak(const soak_options& o, std::ostream& out) {
 
 result<replay_outcome> run_replay(const io::trace_file& trace) {
     replay_outcome out;
+    // A trace that began with the engine compares everything. One started later
+    // (control socket, idle engine) begins at its first input: the fresh engine's
+    // start-up messages are not in it, and sequence numbers and actor ids carry an
+    // offset, so those compare relative to the first message and by actor name.
+    const bool exact = trace.header.from_start;
+    bool started = exact;
+    std::optional<std::uint64_t> got_base;
+    const std::uint64_t want_base = trace.messages.empty() ? 0 : trace.messages.front().seq;
     std::size_t next = 0;
+    auto same = [&](const io::trace_message& want, const io::trace_message& got) {
+        if (exact) return want == got;
+        return want.seq - want_base == got.seq - *got_base && want.t_ns == got.t_ns && want.from == got.from &&
+               want.to == got.to && want.type == got.type;
+    };
     auto compare = [&](const io::trace_message& got) {
-        if (out.divergence_seq) return;
+        if (out.divergence_seq || !started) return;
+        if (!got_base) got_base = got.seq;
         if (next >= trace.messages.size()) {
             out.divergence_seq = got.seq;
             out.expected = "(end of recorded messages)";
@@ -255,7 +280,7 @@ result<replay_outcome> run_replay(const io::trace_file& trace) {
             return;
         }
         const auto& want = trace.messages[next++];
-        if (want == got) {
+        if (same(want, got)) {
             ++out.compared;
             return;
         }
@@ -263,10 +288,20 @@ result<replay_outcome> run_replay(const io::trace_file& trace) {
         out.expected = io::describe(want);
         out.got = io::describe(got);
     };
-    sim_setup setup{trace.header.model_dir, trace.header.overrides, false};
+    sim_setup setup;
+    setup.model_dir = trace.header.model_dir;
+    setup.package_dir = trace.header.package_dir;
+    setup.overrides = trace.header.overrides;
+    setup.check_reference = false;
+    setup.engine_seq = trace.header.from_start ? 0 : trace.header.engine_seq;
     auto sim = simulation::create(setup, compare);
     if (!sim) return sim.error();
     for (const auto& in : trace.inputs) {
+        if (!started) {  // reach the first input's time before comparing (the recording began idle)
+            std::int64_t t = io::input_time(in);
+            if (t > (*sim)->now_ns()) (*sim)->advance_to(t);
+            started = true;
+        }
         (*sim)->apply(in);
         if (out.divergence_seq) break;
     }

@@ -6,6 +6,7 @@
 //   calserve ctl --socket PATH device reset | drain | resume | stats
 //   calserve ctl --socket PATH trace start FILE | trace stop
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <boost/json.hpp>
 #include <iomanip>
 #include <iostream>
@@ -74,7 +75,7 @@ subcommands add_subcommands(CLI::App& app, ctl_options& o) {
     s.drain = app.add_subcommand("drain", "stop admitting work; /ready turns false");
     s.resume = app.add_subcommand("resume", "admit work again after drain");
     s.stats = app.add_subcommand("stats", "print the daemon's counters and states");
-    auto* trace = app.add_subcommand("trace", "record actor messages");
+    auto* trace = app.add_subcommand("trace", "record inputs and actor messages (recordable daemons)");
     trace->require_subcommand(1);
     s.trace_start = trace->add_subcommand("start", "start recording to a file");
     s.trace_start->add_option("file", o.trace_path, "trace file")->required();
@@ -111,7 +112,8 @@ std::optional<json::object> build_command(const subcommands& s, const ctl_option
     if (s.drain->parsed()) return json::object{{"cmd", "drain"}};
     if (s.resume->parsed()) return json::object{{"cmd", "resume"}};
     if (s.stats->parsed()) return json::object{{"cmd", "stats"}};
-    if (s.trace_start->parsed()) return json::object{{"cmd", "trace.start"}, {"path", o.trace_path}};
+    if (s.trace_start->parsed())  // the daemon resolves paths against its own directory: send an absolute one
+        return json::object{{"cmd", "trace.start"}, {"path", std::filesystem::absolute(o.trace_path).string()}};
     if (s.trace_stop->parsed()) return json::object{{"cmd", "trace.stop"}};
     return std::nullopt;
 }

@@ -16,7 +16,9 @@
 
 #include "net/engine_control.hpp"
 #include "actors/metrics.hpp"
+#include "actors/realtime_driver.hpp"
 #include "actors/serving_engine.hpp"
+#include "actors/traced_engine.hpp"
 #include "config/log.hpp"
 #include "model/package/pack.hpp"
 #include "net/control_socket.hpp"
@@ -36,6 +38,7 @@ struct serve_options {
     int port = -1;
     std::string api_key;
     std::string control_socket;
+    std::string trace;
     std::string model_name;
     std::string preset = "tiny-dense-1chip";
 };
@@ -61,6 +64,7 @@ int run_serve(const serve_options& o) {
     if (o.port >= 0) overrides.push_back("server.port=" + std::to_string(o.port));
     if (!o.api_key.empty()) overrides.push_back("server.api_key=" + o.api_key);
     if (!o.control_socket.empty()) overrides.push_back("server.control_socket=" + o.control_socket);
+    if (!o.trace.empty()) overrides.push_back("server.trace=" + o.trace);
     std::optional<std::filesystem::path> file;
     if (!o.config_file.empty()) file = o.config_file;
     auto cfg = config::load(file, overrides);
@@ -91,22 +95,48 @@ int run_serve(const serve_options& o) {
     actors::metrics::registry registry;
     actors::calserve_metrics metrics(registry);
     setup.metrics = &metrics;
-    actors::runtime rt(actors::run_mode::threaded, std::size_t(cfg->integer("server.threads")));
+
+    // Recordable: the actors run on one deterministic runtime driven in real time
+    // (traces replay exactly); the network gets its own io_context and threads.
+    const std::string trace_path = cfg->string("server.trace");
+    const bool recordable = cfg->boolean("runtime.recordable") || !trace_path.empty();
+    const auto threads = std::size_t(cfg->integer("server.threads"));
+    actors::runtime rt(recordable ? actors::run_mode::deterministic : actors::run_mode::threaded, threads);
+    std::optional<boost::asio::io_context> net_io;
+    if (recordable) net_io.emplace();
+    boost::asio::io_context& io = recordable ? *net_io : rt.context();
+    std::optional<actors::realtime_driver> driver;
+    if (recordable) driver.emplace(rt);
+
+    auto header = actors::daemon_trace_header(*cfg, setup.package_dir.string(), setup.model_dir.string());
+    std::unique_ptr<actors::trace_recorder> recorder;
+    if (!trace_path.empty()) {  // before the engine exists: the trace starts with its creation
+        auto r = actors::trace_recorder::open(rt, trace_path, header);
+        if (!r) {
+            std::cerr << "serve: cannot open the trace: " << r.error().what() << "\n";
+            return 2;
+        }
+        recorder = std::move(r.value());
+    }
     auto engine = actors::serving_engine::create(rt, *cfg, setup);
     if (!engine) {
         std::cerr << "serve: " << engine.error().what() << "\n";
         return 2;
     }
-    net::http_server server(rt.context(), **engine, metrics, net::server_options::from_config(*cfg));
+    std::optional<actors::traced_engine> traced;
+    if (recordable) traced.emplace(**engine, *driver, header, std::move(recorder));
+    actors::engine& front = recordable ? static_cast<actors::engine&>(*traced) : **engine;
+
+    net::http_server server(io, front, metrics, net::server_options::from_config(*cfg));
     auto port = server.start();
     if (!port) {
         std::cerr << "serve: cannot listen: " << port.error().what() << "\n";
         return 2;
     }
-    actors::engine_control control(**engine, &metrics);
+    actors::engine_control control(**engine, &metrics, traced ? &*traced : nullptr);
     std::optional<net::control_server> control_server;
     if (auto path = cfg->string("server.control_socket"); !path.empty()) {
-        control_server.emplace(rt.context(), control, net::control_options{path, std::nullopt});
+        control_server.emplace(io, control, net::control_options{path, std::nullopt});
         if (auto c = control_server->start(); !c) {
             std::cerr << "serve: cannot open the control socket: " << c.error().what() << "\n";
             server.stop();
@@ -114,13 +144,15 @@ int run_serve(const serve_options& o) {
         }
         spdlog::info("serve: control socket at {}", path);
     }
-    std::cout << "calserve: serving '" << (*engine)->card().name << "' on http://" << cfg->string("server.host") << ":"
-              << *port << " (" << (*engine)->card().backend << " backend)" << std::endl;
+    std::cout << "calserve: serving '" << front.card().name << "' on http://" << cfg->string("server.host") << ":"
+              << *port << " (" << front.card().backend << " backend" << (recordable ? ", recordable" : "") << ")"
+              << std::endl;
+    if (!trace_path.empty()) spdlog::info("serve: recording the trace to {}", trace_path);
 
     std::mutex mutex;
     std::condition_variable cv;
     bool stop_requested = false;
-    boost::asio::signal_set signals(rt.context(), SIGINT, SIGTERM);
+    boost::asio::signal_set signals(io, SIGINT, SIGTERM);
     signals.async_wait([&](boost::system::error_code ec, int sig) {
         if (ec) return;
         spdlog::info("serve: signal {}: draining", sig);
@@ -128,21 +160,40 @@ int run_serve(const serve_options& o) {
         stop_requested = true;
         cv.notify_all();
     });
-    rt.start();
+    std::vector<std::thread> net_threads;
+    std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> net_work;
+    if (recordable) {
+        driver->start();
+        net_work.emplace(net_io->get_executor());
+        for (std::size_t i = 0; i < threads; ++i) net_threads.emplace_back([&] { net_io->run(); });
+    } else {
+        rt.start();
+    }
     {
         std::unique_lock lock(mutex);
         cv.wait(lock, [&] { return stop_requested; });
     }
     server.drain();
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(cfg->integer("server.drain_timeout_ms"));
-    while ((*engine)->in_flight() > 0 && std::chrono::steady_clock::now() < deadline)
+    while (front.in_flight() > 0 && std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    auto left = (*engine)->in_flight();
+    auto left = front.in_flight();
     if (left > 0) spdlog::warn("serve: drain timeout with {} requests in flight", left);
     if (control_server) control_server->stop();
     server.stop();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let closing sockets flush
-    rt.stop();
+    if (recordable) {
+        if (!trace_path.empty()) {
+            if (auto t = traced->stop_trace(); t) spdlog::info("serve: trace {}", *t);
+        }
+        net_work.reset();
+        net_io->stop();
+        for (auto& t : net_threads) t.join();
+        traced.reset();
+        driver->stop();
+    } else {
+        rt.stop();
+    }
     engine->reset();
     spdlog::info("serve: stopped");
     return 0;
@@ -158,6 +209,7 @@ const bool registered = register_command("serve", "run the OpenAI-compatible str
     app.add_option("--port", o->port, "listen port (server.port)");
     app.add_option("--api-key", o->api_key, "require this bearer key on /v1 routes");
     app.add_option("--control-socket", o->control_socket, "Unix-domain control socket path");
+    app.add_option("--trace", o->trace, "record inputs and actor messages to this JSONL trace (server.trace)");
     app.add_option("--served-model-name", o->model_name, "model id reported by /v1/models");
     app.add_option("--preset", o->preset, "default package preset when no --package/--model is given");
     return [o] { return run_serve(*o); };

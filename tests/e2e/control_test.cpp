@@ -9,6 +9,7 @@
 #include <random>
 
 #include "tests/e2e/daemon.hpp"
+#include "tests/e2e/e2e_support.hpp"
 #include "tests/net/net_fixture.hpp"
 #include "tests/support/model_support.hpp"
 #include "tests/support/test_paths.hpp"
@@ -18,40 +19,6 @@ using namespace calserve::test;
 namespace json = boost::json;
 
 namespace {
-
-json::array to_json(const std::vector<std::int32_t>& ids) {
-    json::array a;
-    for (auto id : ids) a.push_back(id);
-    return a;
-}
-
-// Runs `calserve ctl --socket S --json ARGS`; returns stdout and the exit code.
-std::pair<std::string, int> ctl(const std::filesystem::path& socket, const std::string& args) {
-    std::string cmd = calserve_binary().string() + " ctl --socket " + socket.string() + " --json " + args + " 2>&1";
-    std::FILE* p = ::popen(cmd.c_str(), "r");
-    if (!p) return {"", -1};
-    std::string out;
-    char buf[4096];
-    while (auto n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-    int rc = ::pclose(p);
-    return {out, WIFEXITED(rc) ? WEXITSTATUS(rc) : -1};
-}
-
-json::object ctl_result(const std::filesystem::path& socket, const std::string& args) {
-    auto [out, rc] = ctl(socket, args);
-    INFO(args << " -> " << out);
-    REQUIRE(rc == 0);
-    auto v = json::parse(out).as_object();
-    REQUIRE(v.at("ok").as_bool());
-    return v.at("result").as_object();
-}
-
-double metric(std::uint16_t port, const std::string& series) {
-    auto res = call(port, http::verb::get, "/metrics");
-    auto pos = res.body().find("\n" + series + " ");
-    if (pos == std::string::npos) return -1;
-    return std::stod(res.body().substr(pos + series.size() + 2));
-}
 
 std::string stream_text(std::uint16_t port, const std::vector<std::int32_t>& prompt, int max_tokens) {
     json::object o{{"model", "m"}, {"prompt", to_json(prompt)}, {"max_tokens", max_tokens}, {"temperature", 0},
@@ -70,27 +37,10 @@ std::string stream_text(std::uint16_t port, const std::vector<std::int32_t>& pro
     return text;
 }
 
-std::string reference_text(std::uint16_t port, const std::vector<std::int32_t>& ids) {
-    std::vector<std::int32_t> known;  // padded-vocabulary ids decode to nothing
-    for (auto id : ids)
-        if (id < 151669) known.push_back(id);
-    auto res = post(port, "/detokenize", json::serialize(json::object{{"tokens", to_json(known)}}));
-    REQUIRE(res.result_int() == 200);
-    return std::string(json::parse(res.body()).at("prompt").as_string());
-}
-
-std::filesystem::path socket_path() {
-    auto dir = scratch_dir("control-socket") / "run";
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-    std::filesystem::permissions(dir, std::filesystem::perms::owner_all, std::filesystem::perm_options::replace);
-    return dir / "ctl.sock";
-}
-
 }  // namespace
 
 TEST_CASE("ctl: ccu_exception mid-stream is recovered, listed and counted, reset and drain", "[e2e]") {
-    auto sock = socket_path();
+    auto sock = socket_path("control-socket");
     const std::string preset = "tiny-dense-1chip";
     // A paced device (fixed 10 ms per step) so the stream is still running when the fault is armed.
     daemon_process d({"--package", test_package_dir(preset).string(), "--served-model-name", "m", "--set",

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "tests/e2e/daemon.hpp"
+#include "tests/e2e/e2e_support.hpp"
 #include "tests/net/net_fixture.hpp"
 #include "tests/support/model_support.hpp"
 #include "tests/support/test_paths.hpp"
@@ -19,55 +20,6 @@ using namespace calserve::test;
 namespace json = boost::json;
 namespace websocket = boost::beast::websocket;
 
-namespace {
-
-json::array to_json(const std::vector<std::int32_t>& ids) {
-    json::array a;
-    for (auto id : ids) a.push_back(id);
-    return a;
-}
-
-std::string completion_body(const std::vector<std::int32_t>& prompt, int max_tokens, bool stream,
-                             std::int64_t timeout_ms = 0) {
-    json::object o{{"model", "m"}, {"prompt", to_json(prompt)}, {"max_tokens", max_tokens}, {"temperature", 0},
-                   {"ignore_eos", true}, {"stream", stream}, {"logprobs", 1}};
-    if (stream) o["stream_options"] = json::object{{"include_usage", true}};
-    if (timeout_ms > 0) o["timeout_ms"] = timeout_ms;
-    return json::serialize(o);
-}
-
-double metric(std::uint16_t port, const std::string& series) {
-    auto res = call(port, http::verb::get, "/metrics");
-    auto pos = res.body().find("\n" + series + " ");
-    if (pos == std::string::npos) return -1;
-    return std::stod(res.body().substr(pos + series.size() + 2));
-}
-
-std::vector<std::string> serve_args(const std::string& preset, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args{"--package", test_package_dir(preset).string(), "--served-model-name", "m",
-                                  "--set", "log.level=warn"};
-    for (auto& e : extra) {
-        args.push_back("--set");
-        args.push_back(e);
-    }
-    return args;
-}
-
-// The token ids of a streamed completion, via logprobs.tokens is not OpenAI's; the
-// server reports each chunk's token id in "token_ids" only for WebSocket, so SSE
-// clients compare text with the detokenized reference instead.
-std::string reference_text(std::uint16_t port, const std::vector<std::int32_t>& ids) {
-    // The model's vocabulary (151936) is padded past the tokenizer's (151669): padding
-    // ids decode to nothing in a stream, so they are dropped here too.
-    std::vector<std::int32_t> known;
-    for (auto id : ids)
-        if (id < 151669) known.push_back(id);
-    auto res = post(port, "/detokenize", json::serialize(json::object{{"tokens", to_json(known)}}));
-    REQUIRE(res.result_int() == 200);
-    return std::string(json::parse(res.body()).at("prompt").as_string());
-}
-
-}  // namespace
 
 TEST_CASE("greedy over HTTP equals the reference transformer on both packages", "[e2e]") {
     for (std::string preset : {"tiny-dense-1chip", "tiny-moe-2chip"}) {

@@ -97,19 +97,72 @@ TEST_CASE("a recorded soak with cancels and faults replays identically, a mutate
 }
 
 TEST_CASE("trace records round-trip through JSON lines", "[trace]") {
-    io::trace_submit s{5, "r1", {1, 2, 3}, 7, 0.7, 0.9, 20, 42, false, 100};
+    io::trace_submit s;
+    s.t_ns = 5;
+    s.id = "r1";
+    s.prompt = {1, 2, 3};
+    s.max_tokens = 7;
+    s.temperature = 0.7;
+    s.top_p = 0.9;
+    s.top_k = 20;
+    s.seed = 42;
+    s.ignore_eos = false;
+    s.timeout_ms = 100;
+    s.min_p = 0.05;
+    s.presence_penalty = 0.5;
+    s.frequency_penalty = -0.25;
+    s.repetition_penalty = 1.1;
+    s.logit_bias = {{17, -100}, {3, 2.5}};
+    s.logprobs = true;
+    s.top_logprobs = 3;
+    s.stop = {"\n\n", "END"};
+    s.stop_token_ids = {151645};
     auto back = io::parse_record(io::encode(s));
     REQUIRE(back.ok());
     auto& got = std::get<io::trace_submit>(*back);
-    CHECK(got.prompt == s.prompt);
-    CHECK(got.seed == s.seed);
-    CHECK(got.temperature == Approx(0.7));
+    CHECK(io::encode(got) == io::encode(s));
+    CHECK(got.logit_bias == s.logit_bias);
+    CHECK(got.stop == s.stop);
+    CHECK(float(got.temperature) == float(s.temperature));  // float sampling parameters survive exactly
+
+    io::trace_arm a;
+    a.t_ns = 3;
+    a.point = "ccu_exception";
+    a.mode = "count";
+    a.count = 2;
+    a.chip = 1;
+    a.submodel = "decode";
+    auto ab = io::parse_record(io::encode(a));
+    REQUIRE(ab.ok());
+    CHECK(io::encode(std::get<io::trace_arm>(*ab)) == io::encode(a));
+    CHECK_FALSE(std::get<io::trace_arm>(*ab).request.has_value());
+
+    io::trace_header h;
+    h.source = "daemon";
+    h.package_dir = "/p";
+    h.overrides = {"runtime.max_running=4"};
+    h.from_start = false;
+    h.engine_seq = 12;
+    auto hb = io::parse_record(io::encode(h));
+    REQUIRE(hb.ok());
+    CHECK(io::encode(std::get<io::trace_header>(*hb)) == io::encode(h));
+
+    for (const io::trace_record& r : {io::trace_record(io::trace_clear{4, std::string("submit_busy"), std::nullopt}),
+                                      io::trace_record(io::trace_control{6, "drain"})}) {
+        auto rb = io::parse_record(io::encode(r));
+        REQUIRE(rb.ok());
+        CHECK(io::encode(*rb) == io::encode(r));
+    }
     io::trace_message m{9, 11, 1, 2, "a", "b", "t"};
     auto mb = io::parse_record(io::encode(m));
     REQUIRE(mb.ok());
     CHECK(std::get<io::trace_message>(*mb) == m);
     CHECK_FALSE(io::parse_record(R"({"k":"msg","seq":1})").ok());
     CHECK_FALSE(io::parse_record(R"({"k":"nope"})").ok());
+    CHECK_FALSE(io::parse_record(R"({"k":"control","t":1,"command":"reboot"})").ok());
+    auto old = io::parse_record(R"({"k":"header","version":1,"seed":0,"model":"m","overrides":[],"duration_ns":0})");
+    REQUIRE_FALSE(old.ok());
+    CHECK_THAT(old.error().message, Catch::Contains("version 1"));
 }
 
 TEST_CASE("the trace writer never blocks: a full queue counts drops", "[trace]") {

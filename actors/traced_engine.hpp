@@ -1,0 +1,107 @@
+#pragma once
+//! traced_engine: the daemon's engine when its run must be reproducible.
+//!
+//! Wraps a serving_engine whose runtime is deterministic and driven in real
+//! time by a realtime_driver. Every call that changes what the actors do —
+//! submit, cancel, drain, resume, fault arm/clear, device reset — is handed to
+//! the driver thread and, while a trace is on, recorded there as a trace input
+//! stamped with the virtual time at which it was applied. The runtime's
+//! delivery hook records every actor message. `calserve replay` re-applies the
+//! inputs at those times on a fresh deterministic runtime and gets the same
+//! message stream (docs/trace.md).
+//!
+//! Fault model: a trace file that cannot be opened is an error of
+//! `start_trace`, never of a request; a writer that falls behind drops and
+//! counts records (reported by `stop_trace` and in the trace's end record).
+//! Read-only calls (card, health, tokenizer, in_flight) go straight to the
+//! inner engine: they read thread-safe state and change nothing.
+//! Invariants: recorder state is touched only on the driver thread; a trace
+//! started after start-up begins on an idle engine (nothing in flight), so a
+//! fresh engine can take the run from there.
+#include <memory>
+#include <string>
+
+#include "actors/engine.hpp"
+#include "io/trace.hpp"
+
+namespace calserve {
+class config;
+}
+namespace calserve::device {
+struct fault_spec;
+}
+namespace calserve::io {
+class trace_writer;
+}
+
+namespace calserve::actors {
+
+class realtime_driver;
+class runtime;
+class serving_engine;
+
+// Appends one run's records to a trace file; installs itself as the runtime's
+// delivery hook. Driver thread only (or before the driver starts).
+class trace_recorder {
+public:
+    static result<std::unique_ptr<trace_recorder>> open(runtime& rt, const std::string& path,
+                                                        const io::trace_header& header);
+    ~trace_recorder();
+    void record(const io::trace_record& record);
+    // Removes the hook, writes the end record, closes the file.
+    result<io::trace_end> close();
+    const std::string& path() const { return path_; }
+
+private:
+    trace_recorder(runtime& rt, std::string path, std::unique_ptr<io::trace_writer> writer);
+    runtime& rt_;
+    std::string path_;
+    std::unique_ptr<io::trace_writer> writer_;
+    std::uint64_t messages_ = 0;
+    bool closed_ = false;
+};
+
+// The header of a daemon trace: what a replay needs to rebuild the engine.
+io::trace_header daemon_trace_header(const config& cfg, const std::string& package_dir, const std::string& model_dir);
+
+class traced_engine final : public engine {
+public:
+    // `recorder` may be null (recordable, no trace yet) or a trace opened before the engine was built.
+    traced_engine(serving_engine& inner, realtime_driver& driver, io::trace_header header,
+                  std::unique_ptr<trace_recorder> recorder);
+    ~traced_engine() override;
+
+    void_result submit(generation_request request, std::shared_ptr<generation_sink> sink) override;
+    void cancel(const std::string& request_id) override;
+    const model_card& card() const override;
+    engine_health health() const override;
+    result<std::vector<token_id>> encode(std::string_view text) const override;
+    result<std::string> decode(const std::vector<token_id>& ids) const override;
+    result<std::string> apply_chat_template(const std::vector<chat_message>& messages,
+                                            bool add_generation_prompt) const override;
+    void drain() override;
+    void resume() override;
+    std::int64_t in_flight() const override;
+
+    // Operator commands, applied and recorded on the driver thread.
+    result<std::uint64_t> arm_fault(const device::fault_spec& spec);
+    result<std::size_t> clear_faults(const std::optional<std::string>& point, std::optional<std::uint64_t> id);
+    void reset_device();
+
+    // Tracing. start: fails if a trace is on, the file cannot be created, or requests are in flight.
+    void_result start_trace(const std::string& path);
+    // Stops the trace; returns its summary ("<path>: N messages, D dropped").
+    result<std::string> stop_trace();
+
+    serving_engine& inner() { return inner_; }
+
+private:
+    void record(const io::trace_record& r);  // driver thread
+
+    serving_engine& inner_;
+    realtime_driver& driver_;
+    io::trace_header header_;
+    std::unique_ptr<trace_recorder> recorder_;  // driver thread only
+};
+
+}  // namespace calserve::actors
