@@ -140,7 +140,9 @@ std::string shard_name(std::size_t i, std::size_t n) {
 
 }  // namespace
 
-std::vector<std::string> synthetic_model_presets() { return {"tiny-dense", "tiny-moe", "qwen3-0.6b-shape"}; }
+std::vector<std::string> synthetic_model_presets() {
+    return {"tiny-dense", "tiny-moe", "micro-dense", "qwen3-0.6b-shape"};
+}
 
 result<synthetic_spec> synthetic_preset(std::string_view preset) {
     hf_config c;
@@ -158,13 +160,20 @@ result<synthetic_spec> synthetic_preset(std::string_view preset) {
             c.architecture = "Qwen3MoeForCausalLM";
             c.num_experts = 8, c.num_experts_per_tok = 2, c.moe_intermediate_size = 64, c.norm_topk_prob = true;
         }
+    } else if (preset == "micro-dense") {
+        // The soak's model: tiny-dense's layers with a 16384-token vocabulary (the
+        // tokenizer's first 16384 ids), so the LM head and sampling cost ~1/9 of
+        // tiny-dense per token and a simulated hour stays cheap.
+        c.vocab_size = 16384;
+        c.hidden_size = 64, c.num_hidden_layers = 2, c.num_attention_heads = 4, c.num_key_value_heads = 2;
+        c.head_dim = 32, c.intermediate_size = 128;
     } else if (preset == "qwen3-0.6b-shape") {
         c.hidden_size = 1024, c.num_hidden_layers = 28, c.num_attention_heads = 16, c.num_key_value_heads = 8;
         c.head_dim = 128, c.intermediate_size = 3072, c.tie_word_embeddings = true;
         s.max_shard_bytes = 512ull << 20;
     } else {
         return make_error(status::invalid_argument, "unknown preset " + std::string(preset) +
-                                                        " (tiny-dense, tiny-moe, qwen3-0.6b-shape)");
+                                                        " (tiny-dense, tiny-moe, micro-dense, qwen3-0.6b-shape)");
     }
     s.config = c;
     return s;

@@ -92,8 +92,11 @@ private:
     sim_report report_;
 };
 
-// Writes the synthetic tiny model `preset` to `dir` unless it is already there.
+// The soak's default model: tiny-dense's layers with a small vocabulary (cheap tokens).
+inline constexpr const char* k_soak_model_preset = "micro-dense";
+
+// Writes the synthetic model `preset` to `dir` unless it is already there.
 void_result ensure_synthetic_model(const std::filesystem::path& dir, const std::filesystem::path& tokenizer_dir,
-                                   const std::string& preset = "tiny-dense");
+                                   const std::string& preset = k_soak_model_preset);
 
 }  // namespace calserve::soak

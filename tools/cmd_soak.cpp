@@ -41,7 +41,7 @@ int run_soak_cli(const soak_cli& c) {
             std::cerr << "soak: " << tok.error().message << "\n";
             return 2;
         }
-        o.model_dir = data_home() / "soak-models" / "tiny-dense";
+        o.model_dir = data_home() / "soak-models" / soak::k_soak_model_preset;
         if (auto m = soak::ensure_synthetic_model(o.model_dir, *tok); !m) {
             std::cerr << "soak: synthetic model: " << m.error().message << "\n";
             return 2;

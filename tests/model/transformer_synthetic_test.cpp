@@ -37,7 +37,7 @@ TEST_CASE("make_synthetic_model: same seed gives identical bytes, another seed d
 
 TEST_CASE("presets have the documented shapes") {
     auto names = model::synthetic_model_presets();
-    CHECK(names == std::vector<std::string>{"tiny-dense", "tiny-moe", "qwen3-0.6b-shape"});
+    CHECK(names == std::vector<std::string>{"tiny-dense", "tiny-moe", "micro-dense", "qwen3-0.6b-shape"});
     auto big = model::synthetic_preset("qwen3-0.6b-shape");
     REQUIRE(big.ok());
     const auto& c = big->config;

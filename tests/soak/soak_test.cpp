@@ -18,7 +18,7 @@ namespace {
 const std::filesystem::path& model_dir() {
     static const std::filesystem::path dir = [] {
         spdlog::set_level(spdlog::level::err);  // injected faults log by design
-        auto d = test::binary_dir() / "test-models" / "soak-tiny-dense";
+        auto d = test::binary_dir() / "test-models" / (std::string("soak-") + soak::k_soak_model_preset);
         auto made = soak::ensure_synthetic_model(d, test::tokenizer_dir());
         if (!made) FAIL("synthetic model: " << made.error().what());
         return d;
