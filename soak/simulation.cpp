@@ -24,6 +24,9 @@ struct stream {
     std::int64_t max_tokens = 0;
     bool greedy = false, ignore_eos = false;
     std::vector<std::int32_t> tokens;
+    std::optional<consumer_model> consumer;
+    std::int64_t first_token_ns = -1;
+    bool overflowed = false;
     int finishes = 0;
     actors::finish_reason reason = actors::finish_reason::stop;
 };
@@ -36,6 +39,7 @@ struct simulation::tracker {
     std::mutex mutex;
     std::map<std::string, std::shared_ptr<stream>> live;
     std::vector<std::shared_ptr<stream>> finished;
+    std::vector<std::string> slow;  // slow consumers that overflowed, not yet cancelled
     std::vector<std::string> violations;
 };
 
@@ -43,7 +47,21 @@ namespace {
 struct sink final : actors::generation_sink {
     std::shared_ptr<stream> s;
     std::weak_ptr<simulation::tracker> t;
-    void on_token(const actors::generated_token& tok) override { s->tokens.push_back(tok.token); }
+    const actors::runtime* rt = nullptr;
+    void on_token(const actors::generated_token& tok) override {
+        s->tokens.push_back(tok.token);
+        if (!s->consumer || s->overflowed) return;
+        // Tokens the client has read by now; the rest wait in the server's bounded queue.
+        const std::int64_t now = rt->now().count();
+        if (s->first_token_ns < 0) s->first_token_ns = now;
+        auto read = std::int64_t(double(now - s->first_token_ns) * 1e-9 * s->consumer->tokens_per_s);
+        if (std::int64_t(s->tokens.size()) - read <= s->consumer->queue) return;
+        s->overflowed = true;
+        if (auto tr = t.lock()) {
+            std::lock_guard lock(tr->mutex);
+            tr->slow.push_back(s->id);
+        }
+    }
     void on_finish(const actors::generation_result& r) override {
         auto tr = t.lock();
         if (!tr) return;
@@ -59,10 +77,12 @@ struct sink final : actors::generation_sink {
 };
 }  // namespace
 
-result<std::unique_ptr<simulation>> simulation::create(const sim_setup& setup, message_observer observer) {
+result<std::unique_ptr<simulation>> simulation::create(const sim_setup& setup, message_observer observer,
+                                                       input_observer inputs) {
     std::unique_ptr<simulation> sim(new simulation());
     sim->setup_ = setup;
     sim->observer_ = std::move(observer);
+    sim->inputs_ = std::move(inputs);
     sim->tracker_ = std::make_shared<tracker>();
     auto cfg = config::load(std::nullopt, setup.overrides);
     if (!cfg) return cfg.error();
@@ -107,15 +127,45 @@ std::int64_t simulation::vocab_size() const { return engine_->card().vocab_size;
 bool simulation::faults_armed() const { return engine_->faults()->any_armed(); }
 
 void simulation::advance_to(std::int64_t t_ns) {
-    auto target = std::chrono::nanoseconds(t_ns);
+    // Timer by timer (the same deliveries as one run_for), so a slow consumer's
+    // cancel is applied at the instant it overflowed.
+    const auto target = std::chrono::nanoseconds(t_ns);
+    rt_->run_until_idle();
+    cancel_slow_consumers();
+    while (true) {
+        auto due = rt_->next_timer_due();
+        if (!due || *due > target) break;
+        rt_->advance_to_next_timer();
+        cancel_slow_consumers();
+    }
     if (target > rt_->now()) rt_->run_for(target - rt_->now());
     rt_->run_until_idle();
 }
 
-void simulation::apply(const io::trace_input& input) {
+void simulation::cancel_slow_consumers() {
+    std::vector<std::string> ids;
+    {
+        std::lock_guard lock(tracker_->mutex);
+        ids.swap(tracker_->slow);
+    }
+    if (ids.empty()) return;
+    // As replay will: timers due at this instant fire first, then the cancels are applied.
+    rt_->run_for(std::chrono::nanoseconds(0));
+    for (const auto& id : ids) {
+        io::trace_cancel c{now_ns(), id};
+        if (inputs_) inputs_(c);
+        ++report_.slow_cancels;
+        ++report_.cancels;
+        engine_->cancel(id);
+        rt_->run_until_idle();
+    }
+    check_step();
+}
+
+void simulation::apply(const io::trace_input& input, const std::optional<consumer_model>& consumer) {
     advance_to(io::input_time(input));
     if (auto* s = std::get_if<io::trace_submit>(&input)) {
-        submit(*s);
+        submit(*s, consumer);
     } else if (auto* c = std::get_if<io::trace_cancel>(&input)) {
         ++report_.cancels;
         engine_->cancel(c->id);
@@ -139,10 +189,11 @@ void simulation::apply(const io::trace_input& input) {
             engine_->reset_device("control socket");
     }
     rt_->run_until_idle();
+    cancel_slow_consumers();
     check_step();
 }
 
-void simulation::submit(const io::trace_submit& s) {
+void simulation::submit(const io::trace_submit& s, const std::optional<consumer_model>& consumer) {
     actors::generation_request r;
     r.id = s.id;
     r.prompt = s.prompt;
@@ -170,9 +221,12 @@ void simulation::submit(const io::trace_submit& s) {
     st->greedy = s.temperature == 0 && s.logit_bias.empty() && s.presence_penalty == 0 && s.frequency_penalty == 0 &&
                  s.repetition_penalty == 1 && s.stop.empty() && s.stop_token_ids.empty();
     st->ignore_eos = s.ignore_eos;
+    st->consumer = consumer;
+    if (consumer) ++report_.slow_consumers;
     auto k = std::make_shared<sink>();
     k->s = st;
     k->t = tracker_;
+    k->rt = rt_.get();
     {
         std::lock_guard lock(tracker_->mutex);
         tracker_->live[s.id] = st;
@@ -267,8 +321,8 @@ void simulation::check_finished_streams() {
 void simulation::finish(double limit_s) {
     auto limit = rt_->now() + std::chrono::nanoseconds(std::int64_t(limit_s * 1e9));
     rt_->run_until_idle();
-    while (engine_->in_flight() > 0 && rt_->now() < limit && rt_->advance_to_next_timer()) {
-    }
+    cancel_slow_consumers();
+    while (engine_->in_flight() > 0 && rt_->now() < limit && rt_->advance_to_next_timer()) cancel_slow_consumers();
     rt_->run_until_idle();
     check_step();
     report_.end_ns = now_ns();

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +44,7 @@ struct sim_setup {
 
 struct sim_report {
     std::uint64_t submitted = 0, rejected = 0, cancels = 0, arms = 0;
+    std::uint64_t slow_consumers = 0, slow_cancels = 0;  // streams read slowly / cancelled for it
     std::array<std::uint64_t, 5> finished{};  // by actors::finish_reason
     std::uint64_t greedy_checked = 0, messages = 0, faults_fired = 0, device_resets = 0;
     std::int64_t end_ns = 0;
@@ -51,10 +53,21 @@ struct sim_report {
 };
 
 using message_observer = std::function<void(const io::trace_message&)>;
+// Inputs the simulation makes itself (a slow consumer's cancel), as they are applied.
+using input_observer = std::function<void(const io::trace_input&)>;
+
+// A client that reads its stream at `tokens_per_s` (virtual time) and holds at most
+// `queue` unread tokens; past that the network layer gives up on it and cancels the
+// request ("client too slow"), which the simulation applies as a cancel input.
+struct consumer_model {
+    double tokens_per_s = 0;
+    std::int64_t queue = 0;
+};
 
 class simulation {
 public:
-    static result<std::unique_ptr<simulation>> create(const sim_setup& setup, message_observer observer);
+    static result<std::unique_ptr<simulation>> create(const sim_setup& setup, message_observer observer,
+                                                      input_observer inputs = {});
     ~simulation();
 
     std::int64_t now_ns() const;
@@ -62,9 +75,11 @@ public:
     // True while an armed fault still has shots left.
     bool faults_armed() const;
     // Advances virtual time to the input's time (firing timers), then applies it
-    // exactly as the daemon's realtime_driver did when it was recorded.
-    void apply(const io::trace_input& input);
-    // Moves virtual time to `t_ns`, firing the timers due on the way.
+    // exactly as the daemon's realtime_driver did when it was recorded. A submit
+    // may come with a slow consumer.
+    void apply(const io::trace_input& input, const std::optional<consumer_model>& consumer = std::nullopt);
+    // Moves virtual time to `t_ns`, firing the timers due on the way (and the
+    // cancels of slow consumers that overflow meanwhile, at the time they do).
     void advance_to(std::int64_t t_ns);
     // Runs until nothing is in flight (or `limit_s` virtual seconds), then checks the end state.
     void finish(double limit_s = 3600);
@@ -74,7 +89,8 @@ public:
 
 private:
     simulation() = default;
-    void submit(const io::trace_submit& s);
+    void submit(const io::trace_submit& s, const std::optional<consumer_model>& consumer);
+    void cancel_slow_consumers();
     void arm(const io::trace_arm& a);
     void check_step();
     void check_finished_streams();
@@ -86,6 +102,7 @@ private:
     std::shared_ptr<tracker> tracker_;
     sim_setup setup_;
     message_observer observer_;
+    input_observer inputs_;
     std::uint64_t illegal_at_start_ = 0;
     std::uint64_t next_ref_seq_ = 1;
     bool dead_reported_ = false;

@@ -18,6 +18,7 @@ struct plan {
     double mean_gap_ms = 0;        // mean inter-arrival time inside a burst
     int max_prompt = 0, max_new = 0;
     double greedy_share = 0, cancel_share = 0, deadline_share = 0, eos_share = 0;
+    double disconnect_share = 0, slow_share = 0;  // clients that vanish mid-stream / read slowly
     double mean_fault_gap_s = 0;   // mean time between fault arms
     std::vector<std::string> overrides;
 };
@@ -38,6 +39,8 @@ plan make_plan(std::mt19937_64& rng) {
     p.cancel_share = 0.2 * u(rng);
     p.deadline_share = 0.2 * u(rng);
     p.eos_share = 0.2 * u(rng);
+    p.disconnect_share = 0.15 * u(rng);
+    p.slow_share = 0.2 * u(rng);
     p.mean_fault_gap_s = 0.5 + 10 * u(rng);
     p.overrides = {"runtime.max_running=" + std::to_string(pick({2, 4, 8, 16})),
                    "runtime.max_queued=" + std::to_string(pick({4, 16, 64})),
@@ -46,7 +49,11 @@ plan make_plan(std::mt19937_64& rng) {
                    "runtime.kv_wait_ms=" + std::to_string(pick({50, 500, 5000})),
                    "device.wait_timeout_ms=" + std::to_string(pick({200, 1000, 3000})),
                    "device.reset_limit=" + std::to_string(pick({5, 6})),
-                   "device.sim.model_threads=1"};
+                   "device.sim.model_threads=1",
+                   // Paced steps make streams take virtual time, so cancels, deadlines and slow
+                   // consumers land mid-stream; 0 = a job completes when its numbers exist.
+                   "device.sim.step_ms=" + std::to_string(pick({0, 1, 4, 15})),
+                   "device.sim.d2h_ms=" + std::to_string(pick({0, 1, 2}))};
     return p;
 }
 
@@ -56,12 +63,20 @@ void print_plan(const plan& p, const soak_options& o, std::ostream& out) {
         << " mean_gap_ms=" << p.mean_gap_ms << " max_prompt=" << p.max_prompt << " max_new=" << p.max_new
         << " greedy_share=" << p.greedy_share << " cancel_share=" << p.cancel_share
         << " deadline_share=" << p.deadline_share << " eos_share=" << p.eos_share
+        << " disconnect_share=" << p.disconnect_share << " slow_share=" << p.slow_share
         << " mean_fault_gap_s=" << p.mean_fault_gap_s << "\n  config:";
     for (const auto& ov : p.overrides) out << " " << ov;
     out << std::endl;  // long runs: show the plan before the hours of work
 }
 
-// Lazily generated, time-ordered inputs: arrivals, their cancels, fault arms, and a final clear.
+// One generated input; a submit may come with a slow consumer.
+struct generated {
+    io::trace_input input;
+    std::optional<consumer_model> consumer;
+};
+
+// Lazily generated, time-ordered inputs: arrivals, their cancels and disconnects,
+// fault arms, and a final clear.
 class traffic {
 public:
     traffic(const plan& p, std::uint64_t seed, std::int64_t duration_ns, std::int64_t vocab)
@@ -71,22 +86,22 @@ public:
         next_arm_ = gap(p_.mean_fault_gap_s * 1e9);
     }
 
-    std::optional<io::trace_input> next() {
+    std::optional<generated> next() {
         std::int64_t t_cancel = cancels_.empty() ? INT64_MAX : cancels_.begin()->first;
         std::int64_t t = std::min({next_arrival_, next_arm_, t_cancel});
         if (t >= duration_) {
             if (cleared_) return std::nullopt;
             cleared_ = true;
-            return io::trace_clear{duration_, std::nullopt, std::nullopt};
+            return generated{io::trace_clear{duration_, std::nullopt, std::nullopt}, std::nullopt};
         }
         if (t == t_cancel) {
             io::trace_cancel c{t, cancels_.begin()->second};
             cancels_.erase(cancels_.begin());
-            return c;
+            return generated{c, std::nullopt};
         }
         if (t == next_arm_) {
             next_arm_ = t + gap(p_.mean_fault_gap_s * 1e9);
-            return make_arm(t);
+            return generated{make_arm(t), std::nullopt};
         }
         if (--burst_left_ > 0) {
             next_arrival_ = t + gap(p_.mean_gap_ms * 1e6);
@@ -104,7 +119,7 @@ private:
     double unit() { return std::uniform_real_distribution<double>(0, 1)(rng_); }
     std::int64_t between(std::int64_t lo, std::int64_t hi) { return lo + std::int64_t(rng_() % std::uint64_t(hi - lo + 1)); }
 
-    io::trace_input make_submit(std::int64_t t) {
+    generated make_submit(std::int64_t t) {
         io::trace_submit s;
         s.t_ns = t;
         s.id = std::to_string(++requests_).insert(0, 1, 'r');
@@ -120,7 +135,12 @@ private:
         }
         if (unit() < p_.deadline_share) s.timeout_ms = between(1, 400);
         if (unit() < p_.cancel_share) cancels_.emplace(t + between(0, 300'000'000), s.id);
-        return s;
+        // A client that vanishes: the network layer cancels when it sees the socket close,
+        // at any point of a stream that may last max_tokens paced steps.
+        if (unit() < p_.disconnect_share) cancels_.emplace(t + between(0, s.max_tokens * 20'000'000), s.id);
+        std::optional<consumer_model> consumer;
+        if (unit() < p_.slow_share) consumer = consumer_model{double(between(1, 60)), between(1, 8)};
+        return generated{s, consumer};
     }
 
     io::trace_input make_arm(std::int64_t t) {
@@ -153,7 +173,11 @@ result<sim_report> soak_pass(const soak_options& o, const plan& p, io::trace_wri
     setup.check_reference = o.check_reference;
     message_observer obs;
     if (writer) obs = [writer](const io::trace_message& m) { writer->push(io::encode(m)); };
-    auto sim = simulation::create(setup, obs);
+    input_observer own_inputs;  // slow consumers' cancels, recorded like any other input
+    if (writer) own_inputs = [writer](const io::trace_input& in) {
+        std::visit([&](const auto& r) { writer->push(io::encode(r)); }, in);
+    };
+    auto sim = simulation::create(setup, obs, own_inputs);
     if (!sim) return sim.error();
     auto& s = **sim;
     if (writer) {
@@ -166,16 +190,20 @@ result<sim_report> soak_pass(const soak_options& o, const plan& p, io::trace_wri
         writer->push(io::encode(h));
     }
     traffic gen(p, o.seed, o.duration_ns, s.vocab_size());
-    while (auto in = gen.next()) {
+    while (auto g = gen.next()) {
+        const auto& in = g->input;
+        // Reach the input's time first: slow consumers that overflow on the way are
+        // cancelled (and recorded) then, so the trace's inputs stay in time order.
+        s.advance_to(io::input_time(in));
         // One live arm at a time: overlapping arms could fail more consecutive resets than
         // device.reset_limit allows, a correct death that would end the soak's coverage.
-        if (std::holds_alternative<io::trace_arm>(*in) && s.faults_armed()) continue;
+        if (std::holds_alternative<io::trace_arm>(in) && s.faults_armed()) continue;
         if (writer) {
             // File order between inputs and messages is informative only: replay reads them as two streams.
-            std::visit([&](const auto& r) { writer->push(io::encode(r)); }, *in);
+            std::visit([&](const auto& r) { writer->push(io::encode(r)); }, in);
             writer->wait_for_room();
         }
-        s.apply(*in);
+        s.apply(in, g->consumer);
         if (!s.report().ok()) {  // stop at the first violation; clear faults so the run can wind down
             io::trace_clear c{s.now_ns(), std::nullopt, std::nullopt};
             if (writer) writer->push(io::encode(c));
@@ -190,6 +218,7 @@ result<sim_report> soak_pass(const soak_options& o, const plan& p, io::trace_wri
 
 void print_report(const sim_report& r, std::ostream& out) {
     out << "soak: submitted=" << r.submitted << " rejected=" << r.rejected << " cancels=" << r.cancels
+        << " slow_consumers=" << r.slow_consumers << " slow_cancels=" << r.slow_cancels
         << " fault_arms=" << r.arms << " faults_fired=" << r.faults_fired << " device_resets=" << r.device_resets
         << "\n  finished: stop=" << r.finished[0] << " length=" << r.finished[1] << " cancelled=" << r.finished[2]
         << " timeout=" << r.finished[3] << " error=" << r.finished[4] << " greedy_checked=" << r.greedy_checked

@@ -63,8 +63,10 @@ result<std::shared_ptr<sim_device>> open_cpu_device(const std::filesystem::path&
     auto spec = cpu_package_spec(*hf, context, cfg.integer("runtime.max_running"), model_dir);
     sim_options o = sim_options_for(cfg, scheduler, std::move(faults));
     o.latency = latency_constants{};
-    o.latency.step_ms = 0;  // no NPU pacing: a job completes when its numbers exist
-    o.latency.d2h_ms = 0;
+    // No NPU pacing unless asked for: by default a job completes when its numbers
+    // exist; an explicit device.sim.step_ms / d2h_ms (the soak) paces it.
+    o.latency.step_ms = std::max(0.0, cfg.number("device.sim.step_ms"));
+    o.latency.d2h_ms = std::max(0.0, cfg.number("device.sim.d2h_ms"));
     o.latency.pcie_gbps = std::numeric_limits<double>::infinity();
     o.dram_bytes_per_chip = std::numeric_limits<std::uint64_t>::max();
     o.sram_bytes_per_chip = std::numeric_limits<std::uint64_t>::max();
