@@ -10,9 +10,12 @@
 //! Everything the traffic does is derived from one seed and printed first: prompt
 //! lengths and max_tokens, the greedy/sampled and streaming/non-streaming mix,
 //! client deadlines (timeout_ms), disconnects mid-stream, slow consumers, and, with
-//! a control socket, fault arms (recoverable device faults only) and periodic
-//! fault.clear. Which worker sends what is seeded; the interleaving is not
-//! (wall clock), so a failure names the seed but a run is not bit-reproducible.
+//! a control socket, fault arms and periodic fault.clear. Arms are recoverable
+//! device faults, `once`, and only when the previous one has fired and /ready is
+//! 200: a fault firing into a reset's warm-up fails that reset, and
+//! device.reset_limit failed resets in a row kill the device. Which worker sends
+//! what is seeded; the interleaving is not (wall clock), so a failure names the
+//! seed but a run is not bit-reproducible.
 //!
 //! Fault model: the daemon may refuse, shed, time out or fail requests with
 //! documented fault classes; those are counted, not failures. A failure is an

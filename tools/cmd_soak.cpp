@@ -82,6 +82,14 @@ int run_real_soak_cli(const soak_cli& c) {
 }
 
 int run_soak_cli(const soak_cli& c) {
+    if (c.real && (!c.model.empty() || !c.trace.empty() || c.no_reference)) {
+        std::cerr << "soak --real: --model, --trace and --no-reference belong to the simulation\n";
+        return 2;
+    }
+    if (!c.real && (!c.url.empty() || !c.control_socket.empty() || !c.out.empty())) {
+        std::cerr << "soak: --url, --control-socket and --out need --real\n";
+        return 2;
+    }
     if (c.real) return run_real_soak_cli(c);
     soak::soak_options o;
     o.seed = c.seed;
