@@ -57,10 +57,11 @@ series_summary summarize(const std::vector<sample_point>& samples, std::size_t f
 
 namespace {
 void print_series(std::ostream& out, const char* name, const series_summary& s, double scale, const char* unit) {
-    out << name << ": first=" << s.first / scale << " last=" << s.last / scale << " max=" << s.max / scale;
+    out << std::fixed << std::setprecision(1) << name << ": first=" << s.first / scale << " last=" << s.last / scale
+        << " max=" << s.max / scale << " " << unit;
     if (s.has_slope) out << " slope=" << std::showpos << s.slope_per_hour / scale << std::noshowpos << " " << unit << "/h";
     else out << " slope=n/a (too few samples after warm-up)";
-    out << "\n";
+    out << "\n" << std::defaultfloat << std::setprecision(4);
 }
 }  // namespace
 
@@ -92,8 +93,9 @@ void print_report(const real_soak_report& r, const real_soak_options& o, std::os
     const auto fails = r.failures();
     const auto warns = r.warnings();
     if (fails.empty()) {
-        out << "verdict: ok (rss " << std::showpos << (r.rss.has_slope ? r.rss.slope_per_hour / 1048576.0 : 0.0)
-            << std::noshowpos << " MiB/h, fds " << (r.fd.judged ? "flat per request" : "not judged");
+        out << "verdict: ok (rss " << std::fixed << std::setprecision(1) << std::showpos
+            << (r.rss.has_slope ? r.rss.slope_per_hour / 1048576.0 : 0.0)
+            << std::noshowpos << std::defaultfloat << " MiB/h, fds " << (r.fd.judged ? "flat per request" : "not judged");
         for (const auto& w : warns) out << "; warning: " << w;
         out << ")\n";
         return;
