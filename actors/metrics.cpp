@@ -226,6 +226,7 @@ struct registry::impl {
         return families.back().get();
     }
     std::vector<std::string> names;
+    std::vector<std::function<void()>> collectors;     // guarded by mutex
 };
 
 registry::registry() : impl_(std::make_unique<impl>()) {}
@@ -246,7 +247,18 @@ family<histogram> registry::add_histogram(std::string name, std::string help, st
                                         std::move(label_names), bounds));
 }
 
+void registry::add_collector(std::function<void()> refresh) {
+    std::lock_guard lock(impl_->mutex);
+    impl_->collectors.push_back(std::move(refresh));
+}
+
 std::string registry::render() const {
+    std::vector<std::function<void()>> collectors;
+    {
+        std::lock_guard lock(impl_->mutex);
+        collectors = impl_->collectors;
+    }
+    for (const auto& refresh : collectors) refresh();
     std::string out;
     std::lock_guard lock(impl_->mutex);
     for (const auto& f : impl_->families) f->render(out);

@@ -17,6 +17,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <span>
@@ -99,6 +100,11 @@ public:
     family<gauge> add_gauge(std::string name, std::string help, std::vector<std::string> label_names = {});
     family<histogram> add_histogram(std::string name, std::string help, std::span<const double> bounds,
                                     std::vector<std::string> label_names = {});
+
+    // A collector refreshes metrics that mirror state outside the process's own
+    // recording (e.g. /proc/self): render() calls every collector first, outside
+    // the registry lock, so it may set gauges and counters of this registry.
+    void add_collector(std::function<void()> refresh);
 
     // Text exposition format 0.0.4 (Content-Type: text/plain; version=0.0.4).
     std::string render() const;

@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "actors/metrics.hpp"
+#include "actors/process_metrics.hpp"
 
 namespace calserve::actors::metrics {
 
@@ -99,7 +100,9 @@ calserve_metrics::calserve_metrics(registry& r)
       requests_recovered(r.add_counter("calserve_requests_recovered_total",
                                        "In-flight requests re-prefilled after a device fault that then continued.")
                              .get()),
-      requests_failed_total(make_failed(r)) {}
+      requests_failed_total(make_failed(r)) {
+    install_process_metrics(r);  // process_* from /proc/self, refreshed per scrape
+}
 
 double device_state_code(std::string_view state_name) {
     std::string lower(state_name);

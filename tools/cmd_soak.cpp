@@ -2,11 +2,17 @@
 // Without --model it serves the synthetic tiny-dense model, written once under
 // the data home. Exit 0: every invariant held; 1: a violation (the trace is
 // written and the reproduce line printed); 2: unusable input.
+// `calserve soak --real --url URL`: wall-clock load with faults against a live
+// daemon (soak/real_soak.hpp). Exit 0: verdict ok; 1: a failure (unexpected
+// errors, daemon gone, KV not released, fd leak); 2: unusable input or daemon
+// unreachable at the start.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <iostream>
+#include <optional>
 #include <spdlog/spdlog.h>
 
+#include "soak/real_soak.hpp"
 #include "soak/soak.hpp"
 #include "tools/command.hpp"
 #include "tools/paths.hpp"
@@ -20,9 +26,71 @@ struct soak_cli {
     std::string trace;
     bool no_reference = false;
     bool verbose = false;
+    // --real
+    bool real = false;
+    std::string url;
+    std::string control_socket;
+    int concurrency = 4;
+    std::string sample_interval = "1s";
+    std::string warmup = "20%";
+    std::string out;
 };
 
+// "20%" or "0.2" -> 0.2.
+std::optional<double> parse_share(const std::string& text) {
+    try {
+        std::size_t used = 0;
+        double v = std::stod(text, &used);
+        if (used < text.size() && text.substr(used) == "%") v /= 100.0;
+        else if (used != text.size()) return std::nullopt;
+        if (v < 0 || v >= 1) return std::nullopt;
+        return v;
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+}
+
+int run_real_soak_cli(const soak_cli& c) {
+    if (c.url.empty()) {
+        std::cerr << "soak --real: --url http://host:port is required\n";
+        return 2;
+    }
+    soak::real_soak_options o;
+    o.url = c.url;
+    o.control_socket = c.control_socket;
+    o.seed = c.seed;
+    o.concurrency = c.concurrency;
+    o.out_path = c.out;
+    auto d = soak::parse_duration_ns(c.duration);
+    auto i = soak::parse_duration_ns(c.sample_interval);
+    auto w = parse_share(c.warmup);
+    if (!d || !i || !w || c.concurrency < 1 || *d < 1'000'000 || *i < 1'000'000) {
+        std::cerr << "soak --real: need --duration and --sample-interval >= 1ms, --concurrency >= 1, "
+                     "--warmup in [0%, 100%)\n";
+        return 2;
+    }
+    o.duration_ms = *d / 1'000'000;
+    o.sample_interval_ms = *i / 1'000'000;
+    o.warmup_share = *w;
+    auto r = soak::run_real_soak(o, std::cout);
+    if (!r) {
+        std::cerr << "soak --real: " << r.error().message << "\n";
+        return 2;
+    }
+    soak::print_report(*r, o, std::cout);
+    return r->ok() ? 0 : 1;
+}
+
 int run_soak_cli(const soak_cli& c) {
+    if (c.real && (!c.model.empty() || !c.trace.empty() || c.no_reference)) {
+        std::cerr << "soak --real: --model, --trace and --no-reference belong to the simulation\n";
+        return 2;
+    }
+    if (!c.real && (!c.url.empty() || !c.control_socket.empty() || !c.out.empty())) {
+        std::cerr << "soak: --url, --control-socket and --out need --real\n";
+        return 2;
+    }
+    if (c.real) return run_real_soak_cli(c);
     soak::soak_options o;
     o.seed = c.seed;
     auto d = soak::parse_duration_ns(c.duration);
@@ -66,14 +134,21 @@ int run_soak_cli(const soak_cli& c) {
 }
 
 const bool registered = register_command(
-    "soak", "seeded deterministic simulation with traffic, cancels, deadlines and faults", [](CLI::App& app) {
+    "soak", "seeded deterministic simulation (or --real: load with faults against a live daemon)", [](CLI::App& app) {
         auto c = std::make_shared<soak_cli>();
         app.add_option("--seed", c->seed, "seed every option and input derives from");
-        app.add_option("--duration", c->duration, "virtual traffic time: 500ms, 90s, 15m, 1h, 24h");
+        app.add_option("--duration", c->duration, "traffic time (virtual, or wall with --real): 500ms, 90s, 15m, 1h, 24h");
         app.add_option("--model", c->model, "Hugging Face model directory (default: synthetic tiny-dense)");
         app.add_option("--trace", c->trace, "record the run's inputs and messages to this JSONL file");
         app.add_flag("--no-reference", c->no_reference, "skip the greedy-vs-reference check (faster)");
         app.add_flag("-v,--verbose", c->verbose, "keep the engine's info logs");
+        app.add_flag("--real", c->real, "wall-clock load with faults against a live daemon (--url)");
+        app.add_option("--url", c->url, "--real: the daemon, http://host:port");
+        app.add_option("--control-socket", c->control_socket, "--real: arm random device faults through it");
+        app.add_option("--concurrency", c->concurrency, "--real: closed-loop clients (default 4)");
+        app.add_option("--sample-interval", c->sample_interval, "--real: /metrics scrape period (default 1s)");
+        app.add_option("--warmup", c->warmup, "--real: leading share left out of slopes (default 20%)");
+        app.add_option("--out", c->out, "--real: write every sample as a JSON line to this file");
         return [c] { return run_soak_cli(*c); };
     });
 }  // namespace

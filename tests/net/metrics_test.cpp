@@ -206,3 +206,20 @@ TEST_CASE("/metrics serves every calserve family and passes the exposition check
     CHECK(value_of(e, "calserve_phase_seconds_count", {{"phase", "tokenize"}}) == 1);  // the rejected body never reached tokenization
     CHECK(value_of(e, "calserve_faults_total", {{"point", "logits_nan"}}) == 0);
 }
+
+TEST_CASE("/metrics serves the standard process families with plausible values") {
+    server_fixture f;
+    auto r = call(f.port, http::verb::get, "/metrics");
+    REQUIRE(r.result_int() == 200);
+    auto e = check_exposition(r.body());
+    CHECK(e.types.at("process_resident_memory_bytes") == "gauge");
+    CHECK(e.types.at("process_open_fds") == "gauge");
+    CHECK(e.types.at("process_threads") == "gauge");
+    CHECK(e.types.at("process_cpu_seconds_total") == "counter");
+    CHECK(e.types.at("process_start_time_seconds") == "gauge");
+    CHECK(value_of(e, "process_resident_memory_bytes") > 1024 * 1024);
+    CHECK(value_of(e, "process_open_fds") >= 4);  // std streams + the listening socket at least
+    CHECK(value_of(e, "process_threads") >= 2);   // the test thread + the server's threads
+    CHECK(value_of(e, "process_cpu_seconds_total") >= 0);
+    CHECK(value_of(e, "process_start_time_seconds") > 1.5e9);
+}
