@@ -65,6 +65,11 @@ struct generation_result {
     std::optional<error_info> failure;        // set when reason == error or timeout
     // Server-side phase times for the timing log, seconds.
     double queue_s = 0, ttft_s = 0, e2e_s = 0;
+    // Device clock: modelled compute time of the jobs whose logits this request
+    // used (jobs lost at a device fault are not counted), their count, and the
+    // part spent up to the first token (the prefill job).
+    double device_s = 0, device_first_s = 0;
+    std::int64_t device_steps = 0;
 };
 
 class generation_sink {
