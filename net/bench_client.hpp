@@ -56,7 +56,7 @@ struct server_timing {
     double tokenize_s = 0, flush_s = 0;
     double queue_s = 0, engine_ttft_s = 0, engine_e2e_s = 0;  // since the engine took the request
     bool has_device = false;                  // the log carries the device clock
-    double device_s = 0, device_first_s = 0;
+    double device_s = 0, device_first_s = 0, device_wall_s = 0;
     std::int64_t device_steps = 0;
     std::int64_t completion_tokens = 0;
 };

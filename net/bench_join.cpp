@@ -29,6 +29,7 @@ server_timing from_line(const json::object& o) {
     t.has_device = o.contains("device_s") && o.contains("device_steps");
     t.device_s = number(o, "device_s", 0);
     t.device_first_s = number(o, "device_first_s", 0);
+    t.device_wall_s = number(o, "device_wall_s", 0);
     t.device_steps = static_cast<std::int64_t>(number(o, "device_steps", 0));
     t.completion_tokens = static_cast<std::int64_t>(number(o, "completion_tokens", 0));
     return t;
@@ -83,7 +84,7 @@ double ms(double s) { return s * 1000.0; }
 struct clock_samples {
     std::vector<double> client_ttft, edge_ttft, engine_ttft, device_first;
     std::vector<double> client_e2e, edge_e2e, engine_e2e, device;
-    std::vector<double> overhead, host_step, device_step;
+    std::vector<double> overhead, host_step, device_step, job_wall_step, outside_step;
 
     void add(const request_record& r, const server_timing& t, bool& has_device) {
         const double client_e2e_s = r.t_done - r.t_send;
@@ -102,6 +103,8 @@ struct clock_samples {
             const auto steps = static_cast<double>(t.device_steps);
             host_step.push_back(ms(t.engine_e2e_s - t.device_s) / steps);
             device_step.push_back(ms(t.device_s) / steps);
+            job_wall_step.push_back(ms(t.device_wall_s) / steps);
+            outside_step.push_back(ms(t.engine_e2e_s - t.device_wall_s) / steps);
         }
     }
 };
@@ -126,7 +129,8 @@ clocks_summary summarize_clocks(std::span<const request_record> records, std::ui
                            {&c.client_e2e_ms, &x.client_e2e}, {&c.edge_e2e_ms, &x.edge_e2e},
                            {&c.engine_e2e_ms, &x.engine_e2e}, {&c.device_ms, &x.device},
                            {&c.overhead_ms, &x.overhead}, {&c.host_step_ms, &x.host_step},
-                           {&c.device_step_ms, &x.device_step}})
+                           {&c.device_step_ms, &x.device_step}, {&c.job_wall_step_ms, &x.job_wall_step},
+                           {&c.outside_step_ms, &x.outside_step}})
         *out = summarize(*in, mix(seed, k++));
     return c;
 }
@@ -151,6 +155,8 @@ constexpr named_metric k_rows[] = {
     {"overhead_ms", "net+stream (client-engine)", &clocks_summary::overhead_ms},
     {"host_step_ms", "host per step", &clocks_summary::host_step_ms},
     {"device_step_ms", "device per step", &clocks_summary::device_step_ms},
+    {"job_wall_step_ms", "job wall per step", &clocks_summary::job_wall_step_ms},
+    {"outside_step_ms", "outside jobs per step", &clocks_summary::outside_step_ms},
 };
 
 }  // namespace

@@ -47,6 +47,8 @@ struct clocks_summary {
     metric_summary overhead_ms;       // client e2e - engine e2e: network, HTTP and streaming
     metric_summary host_step_ms;      // (engine e2e - device) / device steps
     metric_summary device_step_ms;    // device / device steps
+    metric_summary job_wall_step_ms;  // device_wall / device steps: a job as the host waits for it
+    metric_summary outside_step_ms;   // (engine e2e - device_wall) / device steps: serving work between jobs
 };
 
 // Over measured (not warm-up), successful, joined records; join counts over all measured.

@@ -127,6 +127,7 @@ json::object record_json(const request_record& r) {
         if (t.has_device) {
             o["device_s"] = t.device_s;
             o["device_first_s"] = t.device_first_s;
+            o["device_wall_s"] = t.device_wall_s;
             o["device_steps"] = t.device_steps;
         }
     }

@@ -24,6 +24,7 @@ void set_engine_times(timing_record& rec, const actors::generation_result& r) {
     rec.server_e2e_s = r.e2e_s;
     rec.device_s = r.device_s;
     rec.device_first_s = r.device_first_s;
+    rec.device_wall_s = r.device_wall_s;
     rec.device_steps = r.device_steps;
 }
 
@@ -45,6 +46,7 @@ void timing_log::write(const timing_record& r) {
                           {"server_e2e_s", r.server_e2e_s},
                           {"device_s", r.device_s},
                           {"device_first_s", r.device_first_s},
+                          {"device_wall_s", r.device_wall_s},
                           {"device_steps", r.device_steps}};
     std::string line = boost::json::serialize(o);
     line += '\n';

@@ -37,7 +37,7 @@ struct timing_record {
     // Server phases reported by the engine:
     double queue_s = 0, server_ttft_s = 0, server_e2e_s = 0;
     // Device clock reported by the engine (see actors::generation_result):
-    double device_s = 0, device_first_s = 0;
+    double device_s = 0, device_first_s = 0, device_wall_s = 0;
     std::int64_t device_steps = 0;
 };
 

@@ -80,6 +80,9 @@ TEST_CASE("device time per request: one step per token, summing to the device bu
         // Virtual time: the request's jobs run one after another inside its lifetime.
         CHECK(r.device_s <= r.e2e_s);
         CHECK(r.device_first_s <= r.ttft_s);
+        // The host sees each job last at least its modelled compute, and within the request.
+        CHECK(r.device_wall_s >= r.device_s);
+        CHECK(r.device_wall_s <= r.e2e_s);
         device_total += r.device_s;
     }
     // Every job's compute is attributed to exactly one request.

@@ -61,6 +61,7 @@ TEST_CASE("bench sweep with --server-log: every record joined, device time repor
             REQUIRE(r.at("server_joined").as_bool());
             CHECK(r.at("device_s").as_double() > 0.0);
             CHECK(r.at("device_first_s").as_double() > 0.0);
+            CHECK(r.at("device_wall_s").as_double() > 0.0);
             CHECK(r.at("device_steps").as_int64() == r.at("completion_tokens").as_int64());
             CHECK(r.at("server_engine_e2e_s").as_double() > 0.0);
         }

@@ -29,14 +29,14 @@ request_record client(const std::string& id, double send, double first, double d
 
 const char* k_log =
     R"({"id":"cmpl-1","ttft_s":0.020,"e2e_s":0.090,"queue_s":0.001,"server_ttft_s":0.015,"server_e2e_s":0.080,)"
-    R"("device_s":0.040,"device_first_s":0.010,"device_steps":4,"completion_tokens":4})"
+    R"("device_s":0.040,"device_first_s":0.010,"device_wall_s":0.060,"device_steps":4,"completion_tokens":4})"
     "\n"
     "not json at all\n"
     "\n"
     R"({"route":"completions"})"
     "\n"
     R"({"id":"cmpl-2","ttft_s":0.030,"e2e_s":0.150,"server_ttft_s":0.025,"server_e2e_s":0.140,)"
-    R"("device_s":0.060,"device_first_s":0.020,"device_steps":4})"
+    R"("device_s":0.060,"device_first_s":0.020,"device_wall_s":0.100,"device_steps":4})"
     "\n"
     R"({"id":"cmpl-old","ttft_s":0.5,"e2e_s":0.9,"server_ttft_s":0.4,"server_e2e_s":0.8})"
     "\n";
@@ -104,6 +104,9 @@ TEST_CASE("bench three clocks: client vs server vs device, overhead and per-step
     // (engine e2e - device) / steps: (80 - 40) / 4 and (140 - 60) / 4 ms.
     CHECK(c.host_step_ms.mean == Approx(15.0));
     CHECK(c.device_step_ms.mean == Approx(12.5));
+    // Jobs as the host saw them: 60 / 4 and 100 / 4 ms; outside them (80 - 60) / 4 and (140 - 100) / 4 ms.
+    CHECK(c.job_wall_step_ms.mean == Approx(20.0));
+    CHECK(c.outside_step_ms.mean == Approx(7.5));
     const auto table = clocks_table(c, "a");
     CHECK(table.find("2 joined, 1 unjoined") != std::string::npos);
     CHECK(table.find("host per step") != std::string::npos);
