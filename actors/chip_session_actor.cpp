@@ -94,6 +94,8 @@ void chip_session_actor::on(cs_sampled& m) {
         auto& picks = *m.outcome;
         rq_token token{picks[0].token, picks[0].logprob, {}};
         token.top.assign(picks.begin() + 1, picks.end());
+        token.device_s = m.job->device_compute_s;
+        token.device_wall_s = std::chrono::duration<double>(m.job->t_done - m.job->t_fill).count();
         if (request.valid()) (void)request.tell(std::move(token), id());
     } else if (request.valid()) {
         (void)request.tell(rq_failed{m.outcome.error()}, id());

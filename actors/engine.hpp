@@ -65,6 +65,14 @@ struct generation_result {
     std::optional<error_info> failure;        // set when reason == error or timeout
     // Server-side phase times for the timing log, seconds.
     double queue_s = 0, ttft_s = 0, e2e_s = 0;
+    // Device clock: modelled compute time of the jobs whose logits this request
+    // used (jobs lost at a device fault are not counted), their count, and the
+    // part spent up to the first token (the prefill job). `device_wall_s` is the
+    // same jobs as the host saw them, inputs filled to logits copied out: it adds
+    // transfers, waiting behind the other slot and, on the simulator, the CPU
+    // time that computes the numbers.
+    double device_s = 0, device_first_s = 0, device_wall_s = 0;
+    std::int64_t device_steps = 0;
 };
 
 class generation_sink {

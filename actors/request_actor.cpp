@@ -69,9 +69,13 @@ void request_actor::on(rq_scheduled&) {
 
 void request_actor::on(rq_token& m) {
     auto now = rt().now();
+    device_s_ += m.device_s;  // counted even for a stop id: the device ran the job
+    device_wall_s_ += m.device_wall_s;
+    ++device_steps_;
     if (life_.is(request_state::prefilling)) {
         life_.transition_to(request_state::decoding);
         t_first_token_ = now;
+        device_first_s_ = device_s_;
     }
     // TTFT, inter-token and end-to-end latency and requests_total are recorded at the
     // network edge (net/), where the client-visible times are; not here, to count once.
@@ -116,6 +120,10 @@ void request_actor::finish(request_state final_state, finish_reason reason, std:
     result.e2e_s = since_arrival(now);
     result.queue_s = t_scheduled_.count() ? since_arrival(t_scheduled_) : result.e2e_s;
     result.ttft_s = t_first_token_.count() ? since_arrival(t_first_token_) : 0;
+    result.device_s = device_s_;
+    result.device_first_s = device_first_s_;
+    result.device_wall_s = device_wall_s_;
+    result.device_steps = device_steps_;
     setup_.sink->on_finish(result);
     (void)setup_.tick.tell(bt_finish{setup_.seq->seq}, id());
     if (metrics_ && final_state == request_state::failed && result.failure)

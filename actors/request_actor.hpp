@@ -89,6 +89,9 @@ private:
     timer_handle deadline_;
     std::int64_t completion_tokens_ = 0;
     std::chrono::nanoseconds t_scheduled_{0}, t_first_token_{0};
+    // Device clock, summed over the jobs that produced this request's tokens.
+    double device_s_ = 0, device_first_s_ = 0, device_wall_s_ = 0;
+    std::int64_t device_steps_ = 0;
 };
 
 }  // namespace calserve::actors

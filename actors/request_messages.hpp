@@ -14,6 +14,8 @@ struct rq_token {                     // ChipSession: one sampled token
     token_id token = 0;
     float logprob = 0;
     std::vector<token_logprob> top;
+    double device_s = 0;              // device compute time of the job that produced it
+    double device_wall_s = 0;         // that job from inputs filled to logits copied out (host clock)
 };
 struct rq_failed {                    // anyone: the request cannot go on
     error_info error;

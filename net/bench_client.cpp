@@ -152,6 +152,7 @@ void on_event(std::string_view data, bench_clock::time_point origin, request_rec
     if (rec.request_id.empty()) rec.request_id = c.id;
     if (!c.finish_reason.empty()) rec.finish_reason = c.finish_reason;
     if (c.usage_completion_tokens >= 0) rec.completion_tokens = c.usage_completion_tokens;
+    if (c.usage_prompt_tokens >= 0) rec.server_prompt_tokens = c.usage_prompt_tokens;
     if (c.text_events > 0) {
         const double t = seconds_since(origin);
         if (rec.t_first_token < 0) rec.t_first_token = t;
@@ -185,6 +186,10 @@ void read_stream(beast::tcp_stream& stream, beast::flat_buffer& buf, http::respo
     rec.t_done = seconds_since(origin);
     if (rec.completion_tokens == 0) rec.completion_tokens = events;
     if (!done && rec.error.empty()) rec.error = "stream ended without [DONE]";
+    // The prompt was cut to an exact token count: the server must count the same.
+    if (rec.error.empty() && rec.server_prompt_tokens >= 0 && rec.server_prompt_tokens != rec.prompt_tokens)
+        rec.error = "server counted " + std::to_string(rec.server_prompt_tokens) + " prompt tokens, " +
+                    std::to_string(rec.prompt_tokens) + " sent";
     rec.ok = rec.error.empty() && rec.t_first_token >= 0;
     if (rec.error.empty() && !rec.ok) rec.error = "no token received";
 }

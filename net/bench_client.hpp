@@ -9,6 +9,7 @@
 //! in-flight request (no pooling), so connection reuse never hides queueing.
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,18 @@ result<std::vector<std::int64_t>> tokenize_remote(const endpoint& ep, const std:
 
 using bench_clock = std::chrono::steady_clock;
 
+// The server's own view of one request, from its timing log (net/timing_log.hpp),
+// joined by request id: network edge, engine and device clocks, seconds.
+struct server_timing {
+    double edge_ttft_s = -1, edge_e2e_s = 0;  // first token / last byte written, since the request was read
+    double tokenize_s = 0, flush_s = 0;
+    double queue_s = 0, engine_ttft_s = 0, engine_e2e_s = 0;  // since the engine took the request
+    bool has_device = false;                  // the log carries the device clock
+    double device_s = 0, device_first_s = 0, device_wall_s = 0;
+    std::int64_t device_steps = 0;
+    std::int64_t completion_tokens = 0;
+};
+
 // Client-side record of one streamed completion; times in seconds since `origin`.
 struct request_record {
     std::size_t index = 0;
@@ -61,12 +74,15 @@ struct request_record {
     std::int64_t prompt_tokens = 0;
     std::int64_t max_tokens = 0;
     std::int64_t completion_tokens = 0;  // usage, else token events
+    std::int64_t server_prompt_tokens = -1;  // usage.prompt_tokens (-1: not reported); must equal prompt_tokens
     std::string finish_reason;
     double t_send = -1.0;
     double t_first_byte = -1.0;
     double t_first_token = -1.0;
     double t_done = -1.0;
     std::vector<double> token_times;
+    bool join_tried = false;                 // a server log was given for this record's server
+    std::optional<server_timing> joined;     // its line in that log, if found
 };
 
 struct stream_request {

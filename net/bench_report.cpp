@@ -112,7 +112,25 @@ json::object record_json(const request_record& r) {
                    {"t_first_token", r.t_first_token},
                    {"t_done", r.t_done},
                    {"token_times", std::move(tokens)}};
+    if (r.server_prompt_tokens >= 0) o["server_prompt_tokens"] = r.server_prompt_tokens;
     if (!r.error.empty()) o["error"] = r.error;
+    if (r.join_tried) o["server_joined"] = r.joined.has_value();
+    if (r.joined) {
+        const auto& t = *r.joined;
+        o["server_edge_ttft_s"] = t.edge_ttft_s;
+        o["server_edge_e2e_s"] = t.edge_e2e_s;
+        o["server_tokenize_s"] = t.tokenize_s;
+        o["server_flush_s"] = t.flush_s;
+        o["server_queue_s"] = t.queue_s;
+        o["server_engine_ttft_s"] = t.engine_ttft_s;
+        o["server_engine_e2e_s"] = t.engine_e2e_s;
+        if (t.has_device) {
+            o["device_s"] = t.device_s;
+            o["device_first_s"] = t.device_first_s;
+            o["device_wall_s"] = t.device_wall_s;
+            o["device_steps"] = t.device_steps;
+        }
+    }
     return o;
 }
 

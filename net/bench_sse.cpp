@@ -82,6 +82,8 @@ stream_chunk parse_stream_chunk(std::string_view data) {
     if (const auto* u = obj.if_contains("usage"); u != nullptr && u->is_object()) {
         if (const auto* t = u->get_object().if_contains("completion_tokens"); t != nullptr && t->is_int64())
             c.usage_completion_tokens = t->get_int64();
+        if (const auto* t = u->get_object().if_contains("prompt_tokens"); t != nullptr && t->is_int64())
+            c.usage_prompt_tokens = t->get_int64();
     }
     return c;
 }

@@ -218,12 +218,7 @@ void finish_generation(generation& g, http_exchange& ex, bool peer_gone, unsigne
     rec.prompt_tokens = static_cast<std::int64_t>(g.req.gen.prompt.size());
     rec.ttft_s = g.clock.ttft_s;
     rec.e2e_s = e2e;
-    if (g.result) {
-        rec.completion_tokens = g.result->tokens.completion_tokens;
-        rec.queue_s = g.result->queue_s;
-        rec.server_ttft_s = g.result->ttft_s;
-        rec.server_e2e_s = g.result->e2e_s;
-    }
+    if (g.result) set_engine_times(rec, *g.result);
     g.srv->timing->write(rec);
 }
 

@@ -17,6 +17,17 @@ timing_log::~timing_log() {
     if (file_) std::fclose(file_);
 }
 
+void set_engine_times(timing_record& rec, const actors::generation_result& r) {
+    rec.completion_tokens = r.tokens.completion_tokens;
+    rec.queue_s = r.queue_s;
+    rec.server_ttft_s = r.ttft_s;
+    rec.server_e2e_s = r.e2e_s;
+    rec.device_s = r.device_s;
+    rec.device_first_s = r.device_first_s;
+    rec.device_wall_s = r.device_wall_s;
+    rec.device_steps = r.device_steps;
+}
+
 void timing_log::write(const timing_record& r) {
     boost::json::object o{{"id", r.id},
                           {"route", r.route},
@@ -32,7 +43,11 @@ void timing_log::write(const timing_record& r) {
                           {"flush_s", r.flush_s},
                           {"queue_s", r.queue_s},
                           {"server_ttft_s", r.server_ttft_s},
-                          {"server_e2e_s", r.server_e2e_s}};
+                          {"server_e2e_s", r.server_e2e_s},
+                          {"device_s", r.device_s},
+                          {"device_first_s", r.device_first_s},
+                          {"device_wall_s", r.device_wall_s},
+                          {"device_steps", r.device_steps}};
     std::string line = boost::json::serialize(o);
     line += '\n';
     std::lock_guard lock(mutex_);

@@ -1,7 +1,10 @@
 #pragma once
 //! Per-request JSONL timing log (config `server.timing_log`): one line per API
 //! generation request, written when its response is complete, joinable by `id`
-//! with a client's own log. Times are seconds; `received_unix` anchors the line.
+//! with a client's own log (`calserve bench --server-log`). Times are seconds;
+//! `received_unix` anchors the line. Three clocks per line: the network edge
+//! (ttft_s, e2e_s: bytes written), the engine (queue/server_ttft/server_e2e) and
+//! the device (device_s: modelled compute of the request's jobs).
 //!
 //! Fault model: the log is best effort. A failed open disables it with a warning
 //! at start-up; a failed write is counted, never propagated into a request.
@@ -12,6 +15,7 @@
 #include <mutex>
 #include <string>
 
+#include "actors/engine.hpp"
 #include "config/result.hpp"
 
 namespace calserve::net {
@@ -32,7 +36,13 @@ struct timing_record {
     double flush_s = 0;              // total time spent writing to the socket
     // Server phases reported by the engine:
     double queue_s = 0, server_ttft_s = 0, server_e2e_s = 0;
+    // Device clock reported by the engine (see actors::generation_result):
+    double device_s = 0, device_first_s = 0, device_wall_s = 0;
+    std::int64_t device_steps = 0;
 };
+
+// Copies the engine's phase and device times (and token count) into `rec`.
+void set_engine_times(timing_record& rec, const actors::generation_result& r);
 
 class timing_log {
 public:

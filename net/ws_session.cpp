@@ -169,12 +169,7 @@ void ws_session::end_stream(std::uint64_t key, const actors::generation_result* 
         st.rec.http_status = e ? map_status(e->code).http_status : 200;
         st.rec.ttft_s = st.clock.ttft_s;
         st.rec.e2e_s = e2e;
-        if (r) {
-            st.rec.completion_tokens = r->tokens.completion_tokens;
-            st.rec.queue_s = r->queue_s;
-            st.rec.server_ttft_s = r->ttft_s;
-            st.rec.server_e2e_s = r->e2e_s;
-        }
+        if (r) set_engine_times(st.rec, *r);
         srv->timing->write(st.rec);
     }
     by_client_id.erase(st.client_id);

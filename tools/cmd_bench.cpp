@@ -1,7 +1,10 @@
 // `calserve bench`: load generator and latency harness for any OpenAI-compatible
 // server (net/bench_*): open-loop Poisson or constant rate, closed-loop concurrency,
 // raw per-request JSONL plus a JSON and table summary in --out DIR; --compare
-// alternates the same workload between two servers and reports B/A ratios.
+// alternates the same workload between two servers and reports B/A ratios;
+// --sweep AXIS=V1,V2 runs one such cell per value (each in its own subdirectory)
+// and adds a sweep table; --server-log FILE joins the server's timing log by
+// request id (three clocks: client, server, device).
 // Exit codes: 0 run complete, 1 some requests failed, 2 bad usage or unreachable.
 #include <unistd.h>
 
@@ -14,7 +17,9 @@
 #include <sstream>
 #include <thread>
 
+#include "net/bench_join.hpp"
 #include "net/bench_run.hpp"
+#include "net/bench_sweep.hpp"
 #include "tools/command.hpp"
 
 namespace calserve::tools {
@@ -30,6 +35,8 @@ struct bench_cli {
     std::string prompt_tokens = "16";
     std::string corpus_file;
     std::string out_dir;
+    std::string sweep;
+    std::vector<std::string> server_logs;  // i-th belongs to the i-th server (--url, then --compare)
     double rate = 0.0;
     int concurrency = 0;
     std::int64_t timeout_ms = 600000;
@@ -115,15 +122,52 @@ void run_targets(std::vector<target>& targets, const b::run_options& opt,
     }
 }
 
-int report(const bench_cli& cli, std::vector<target>& targets) {
+std::optional<std::string> slurp(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) return std::nullopt;
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+// Joins each target's records with its --server-log. The server writes a line
+// when a response is complete, which can be just after the client saw [DONE]:
+// re-read (bounded) while ids are missing.
+void join_logs(const bench_cli& cli, std::vector<target>& targets) {
+    for (std::size_t i = 0; i < cli.server_logs.size() && i < targets.size(); ++i) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (true) {
+            const auto text = slurp(cli.server_logs[i]);
+            if (!text) std::cerr << "calserve bench: cannot read --server-log " << cli.server_logs[i] << "\n";
+            const auto stats = b::join_timing(targets[i].records, b::parse_timing_log(text ? *text : ""));
+            if (stats.unjoined == 0 || std::chrono::steady_clock::now() > deadline) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+    }
+}
+
+std::string title_of(const bench_cli& cli, const std::string& label, const std::string& cell) {
+    return label + " " + (label == "a" ? cli.url : cli.compare_url) + (cell.empty() ? "" : " [" + cell + "]");
+}
+
+// Summaries of one cell, printed and (with --out) written to `dir`; nullopt when
+// the files cannot be written.
+std::optional<std::vector<b::run_summary>> report(const bench_cli& cli, std::vector<target>& targets,
+                                                  const std::filesystem::path& dir, const std::string& cell) {
     std::vector<b::run_summary> sums;
     json::object summary;
     std::string table;
     std::vector<b::request_record> all;
-    for (const auto& t : targets) {
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+        const auto& t = targets[i];
         sums.push_back(b::summarize_run(t.records, cli.opt.objectives, cli.opt.seed));
         summary[t.label] = b::summary_json(sums.back());
-        table += b::summary_table(sums.back(), t.label + " " + (t.label == "a" ? cli.url : cli.compare_url));
+        table += b::summary_table(sums.back(), title_of(cli, t.label, cell));
+        if (i < cli.server_logs.size()) {
+            const auto clocks = b::summarize_clocks(t.records, cli.opt.seed);
+            summary[t.label].as_object()["clocks"] = b::clocks_json(clocks);
+            table += b::clocks_table(clocks, title_of(cli, t.label, cell));
+        }
         all.insert(all.end(), t.records.begin(), t.records.end());
     }
     if (sums.size() == 2) {
@@ -131,33 +175,36 @@ int report(const bench_cli& cli, std::vector<target>& targets) {
         table += b::compare_table(sums[0], sums[1]);
     }
     std::cout << table;
-    if (!cli.out_dir.empty()) {
-        const std::filesystem::path dir(cli.out_dir);
+    if (!dir.empty()) {
         std::error_code ec;
         std::filesystem::create_directories(dir, ec);
         if (ec || !write_text(dir / "requests.jsonl", jsonl(all)) ||
             !write_text(dir / "summary.json", json::serialize(summary) + "\n") ||
             !write_text(dir / "summary.txt", table)) {
             std::cerr << "calserve bench: cannot write to " << dir << "\n";
-            return 2;
+            return std::nullopt;
         }
     }
-    for (const auto& s : sums)
-        if (s.failed > 0) return 1;
-    return 0;
+    return sums;
 }
 
-// Picks closed or open loop from the flags; false (after a message) when neither.
-bool choose_load(bench_cli& cli) {
+// Picks closed or open loop from the flags (a concurrency or rate sweep sets it
+// per cell); false (after a message) when neither is given.
+bool choose_load(bench_cli& cli, const std::optional<b::sweep_spec>& sweep) {
     auto& opt = cli.opt;
     opt.objectives = b::slo{cli.slo_ttft_ms, cli.slo_tpot_ms};
+    const auto open_kind = cli.arrival == "constant" ? b::arrival_kind::constant : b::arrival_kind::poisson;
+    if (sweep && (sweep->axis == b::sweep_axis::concurrency || sweep->axis == b::sweep_axis::rate)) {
+        opt.arrival = sweep->axis == b::sweep_axis::concurrency ? b::arrival_kind::closed : open_kind;
+        return true;
+    }
     if (cli.concurrency > 0) {
         opt.arrival = b::arrival_kind::closed;
         opt.concurrency = cli.concurrency;
         return true;
     }
     if (cli.rate > 0) {
-        opt.arrival = cli.arrival == "constant" ? b::arrival_kind::constant : b::arrival_kind::poisson;
+        opt.arrival = open_kind;
         opt.rate = cli.rate;
         return true;
     }
@@ -191,47 +238,138 @@ std::optional<std::int64_t> probe_targets(bench_cli& cli, std::vector<target>& t
 
 std::optional<std::string> corpus_text(const bench_cli& cli) {
     if (cli.corpus_file.empty()) return b::default_corpus_text();
-    std::ifstream f(cli.corpus_file, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    if (!f || ss.str().empty()) {
+    auto text = slurp(cli.corpus_file);
+    if (!text || text->empty()) {
         std::cerr << "calserve bench: cannot read --corpus " << cli.corpus_file << "\n";
         return std::nullopt;
     }
-    return ss.str();
+    return text;
+}
+
+struct cell {
+    std::string name;  // empty without --sweep
+    double value = 0;
+    b::run_options opt;
+};
+
+// The cells to run: one per sweep value (cells above the context skipped with a
+// note), or the single run; a single prompt length is capped by the context.
+std::vector<cell> plan_cells(const bench_cli& cli, const std::optional<b::sweep_spec>& sweep, std::int64_t context,
+                             std::vector<std::string>& skipped) {
+    auto capped = cli.opt;
+    const bool prompt_axis = sweep && sweep->axis == b::sweep_axis::prompt_tokens;
+    const bool output_axis = sweep && sweep->axis == b::sweep_axis::output_tokens;
+    if (!prompt_axis && !output_axis) {
+        capped.prompt_tokens = b::cap_prompt(cli.opt.prompt_tokens, cli.opt.output_tokens, context);
+        if (capped.prompt_tokens != cli.opt.prompt_tokens)
+            std::cerr << "calserve bench: prompt capped to " << capped.prompt_tokens << " tokens by the context ("
+                      << context << ")\n";
+    }
+    if (!sweep) return {cell{"", 0, capped}};
+    std::vector<cell> cells;
+    const auto open_kind = cli.arrival == "constant" ? b::arrival_kind::constant : b::arrival_kind::poisson;
+    for (double v : sweep->values) {
+        cell c{b::cell_name(sweep->axis, v), v, b::cell_options(capped, sweep->axis, v, open_kind)};
+        if (!b::fits_context(c.opt.prompt_tokens, c.opt.output_tokens, context)) {
+            const auto note = c.name + ": prompt " + std::to_string(c.opt.prompt_tokens) + " + output " +
+                              std::to_string(c.opt.output_tokens) + " tokens exceed the server's context (" +
+                              std::to_string(context) + ")";
+            std::cerr << "calserve bench: skipped " << note << "\n";
+            skipped.push_back(note);
+            continue;
+        }
+        cells.push_back(std::move(c));
+    }
+    return cells;
+}
+
+// Runs one cell against every target; false when its files cannot be written.
+bool run_cell(const bench_cli& cli, const cell& c, const std::vector<std::int64_t>& corpus,
+              std::vector<target>& targets, std::vector<b::sweep_row>& rows, bool& failures) {
+    const auto prompts = b::cut_prompts(corpus, c.opt.prompt_tokens, 64, c.opt.seed);
+    for (auto& t : targets) t.records.clear();
+    b::progress prog;
+    prog.total = static_cast<int>(targets.size()) * (c.opt.warmup + c.opt.requests);
+    if (!c.name.empty()) std::cerr << "calserve bench: cell " << c.name << "\n";
+    {
+        progress_line line(prog, isatty(STDERR_FILENO) == 1);
+        run_targets(targets, c.opt, prompts, prog);
+    }
+    join_logs(cli, targets);
+    std::filesystem::path dir;
+    if (!cli.out_dir.empty()) dir = c.name.empty() ? std::filesystem::path(cli.out_dir) : std::filesystem::path(cli.out_dir) / c.name;
+    const auto sums = report(cli, targets, dir, c.name);
+    if (!sums) return false;
+    for (std::size_t i = 0; i < sums->size(); ++i) {
+        if ((*sums)[i].failed > 0) failures = true;
+        rows.push_back(b::sweep_row{c.name, c.value, targets[i].label, (*sums)[i]});
+    }
+    return true;
+}
+
+int write_sweep(const bench_cli& cli, const b::sweep_spec& spec, const std::vector<b::sweep_row>& rows,
+                const std::vector<std::string>& skipped) {
+    const auto table = b::sweep_table(spec, rows, skipped);
+    std::cout << table;
+    if (cli.out_dir.empty()) return 0;
+    const std::filesystem::path dir(cli.out_dir);
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec || !write_text(dir / "sweep.json", json::serialize(b::sweep_json(spec, rows, skipped)) + "\n") ||
+        !write_text(dir / "sweep.txt", table)) {
+        std::cerr << "calserve bench: cannot write to " << dir << "\n";
+        return 2;
+    }
+    return 0;
 }
 
 int run_bench(bench_cli& cli) {
     auto& opt = cli.opt;
-    if (!choose_load(cli)) return 2;
+    std::optional<b::sweep_spec> sweep;
+    if (!cli.sweep.empty()) {
+        auto s = b::parse_sweep(cli.sweep);
+        if (!s) {
+            std::cerr << "calserve bench: " << s.error().message << "\n";
+            return 2;
+        }
+        sweep = *s;
+    }
+    if (!choose_load(cli, sweep)) return 2;
+    if (cli.server_logs.size() > (cli.compare_url.empty() ? 1u : 2u)) {
+        std::cerr << "calserve bench: more --server-log files than servers\n";
+        return 2;
+    }
     opt.timeout = std::chrono::milliseconds(cli.timeout_ms);
     const auto ptok = b::parse_token_count(cli.prompt_tokens);
     if (!ptok) {
         std::cerr << "calserve bench: --prompt-tokens: expected a count like 256 or 1K\n";
         return 2;
     }
+    opt.prompt_tokens = *ptok;
     std::vector<target> targets;
     const auto context = probe_targets(cli, targets);
     if (!context) return 2;
-    opt.prompt_tokens = b::cap_prompt(*ptok, opt.output_tokens, *context);
-    if (opt.prompt_tokens != *ptok)
-        std::cerr << "calserve bench: prompt capped to " << opt.prompt_tokens << " tokens by the context (" << *context
-                  << ")\n";
+    std::vector<std::string> skipped;
+    const auto cells = plan_cells(cli, sweep, *context, skipped);
+    if (cells.empty()) {
+        std::cerr << "calserve bench: no sweep cell fits the server's context\n";
+        return 2;
+    }
+    std::int64_t longest = 1;
+    for (const auto& c : cells) longest = std::max(longest, c.opt.prompt_tokens);
     const auto text = corpus_text(cli);
     if (!text) return 2;
-    auto corpus = b::corpus_tokens(targets.front().ep, *text, opt.prompt_tokens, std::chrono::seconds(60));
+    auto corpus = b::corpus_tokens(targets.front().ep, *text, longest, std::chrono::seconds(60));
     if (!corpus) {
         std::cerr << "calserve bench: /tokenize failed: " << corpus.error().message << "\n";
         return 2;
     }
-    const auto prompts = b::cut_prompts(*corpus, opt.prompt_tokens, 64, opt.seed);
-    b::progress prog;
-    prog.total = static_cast<int>(targets.size()) * (opt.warmup + opt.requests);
-    {
-        progress_line line(prog, isatty(STDERR_FILENO) == 1);
-        run_targets(targets, opt, prompts, prog);
-    }
-    return report(cli, targets);
+    bool failures = false;
+    std::vector<b::sweep_row> rows;
+    for (const auto& c : cells)
+        if (!run_cell(cli, c, *corpus, targets, rows, failures)) return 2;
+    if (sweep && write_sweep(cli, *sweep, rows, skipped) != 0) return 2;
+    return failures ? 1 : 0;
 }
 
 const bool registered = register_command("bench", "load-test an OpenAI-compatible server", [](CLI::App& app) {
@@ -257,6 +395,10 @@ const bool registered = register_command("bench", "load-test an OpenAI-compatibl
         ->check(CLI::Range(std::int64_t{1}, std::int64_t{86400000}));
     app.add_option("--seed", cli->opt.seed, "seed of arrivals, prompts and bootstrap");
     app.add_option("--out", cli->out_dir, "directory for requests.jsonl, summary.json, summary.txt");
+    app.add_option("--sweep", cli->sweep,
+                   "one cell per value, e.g. concurrency=1,2,4,8,16 (also prompt-tokens=, output-tokens=, rate=)");
+    app.add_option("--server-log", cli->server_logs,
+                   "the server's timing log (server.timing_log) to join by request id; repeat for --compare");
     return [cli] { return run_bench(*cli); };
 });
 }  // namespace
