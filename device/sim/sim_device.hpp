@@ -24,6 +24,7 @@
 //! never exceeds the configured capacity (configure refuses instead); reset leaves
 //! no job, KV sequence or model state behind (an epoch counter makes any compute
 //! still running for a discarded job a no-op).
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -108,6 +109,10 @@ public:
     sim_scheduler& scheduler() { return *options_.scheduler; }
     // Modelled compute busy time (ns) since creation: the busy fraction's numerator.
     std::int64_t compute_busy_ns() const;
+    // Job records still allocated (in flight, awaiting collection, or held by a
+    // pending callback). A finished, delivered job must not linger: each one
+    // carried a vocabulary-sized logits buffer.
+    std::int64_t jobs_alive() const { return jobs_alive_->load(); }
 
 private:
     explicit sim_device(sim_options options);
@@ -142,6 +147,13 @@ private:
         std::optional<result<job_result>> outcome;
         completion_callback callback;
         bool delivered = false;  // the callback (result or timeout) has run
+        std::shared_ptr<std::atomic<std::int64_t>> alive;  // the device's jobs_alive counter
+        job() = default;
+        job(const job&) = delete;
+        job& operator=(const job&) = delete;
+        ~job() {
+            if (alive) alive->fetch_sub(1);
+        }
     };
     using job_ptr = std::shared_ptr<job>;
     using pending_calls = std::vector<std::function<void()>>;
@@ -188,6 +200,7 @@ private:
     static void run_calls(pending_calls& calls);
 
     sim_options options_;
+    std::shared_ptr<std::atomic<std::int64_t>> jobs_alive_ = std::make_shared<std::atomic<std::int64_t>>(0);
     device_info info_;
     mutable std::mutex mutex_;
     std::condition_variable cv_;  // job completions, for blocking wait()

@@ -142,6 +142,8 @@ result<job_id> sim_device::infer(std::string_view submodel, slot s, seq_id seque
         if (options_.faults->check(fault_point::submit_error, site))
             return make_error(status::submit_error, "injected submit_error");
         j = std::make_shared<job>();
+        j->alive = jobs_alive_;
+        jobs_alive_->fetch_add(1);
         j->id = next_job_++;
         j->submodel_index = *index;
         j->slot = s;
@@ -290,7 +292,7 @@ void sim_device::finish(job& j, pending_calls& calls) {
                      j.past + static_cast<std::int64_t>(j.tokens.size()), j.timing};
         j.outcome = std::move(r);
     }
-    j.logits = {};
+    std::vector<float>().swap(j.logits);  // release the buffer (`= {}` would keep its capacity)
     if (j.callback && !j.delivered) {
         j.delivered = true;
         calls.push_back([cb = std::move(j.callback), o = *j.outcome]() mutable { cb(std::move(o)); });
@@ -339,9 +341,13 @@ void sim_device::wait_async(job_id id, timeout limit, completion_callback done) 
     }
     j->callback = std::move(done);
     std::weak_ptr<sim_device> weak = weak_from_this();
-    sched.call_at(deadline_after(sched.now(), limit), [weak, j, ms = std::chrono::duration<double, std::milli>(limit).count()] {
+    // The timeout holds the job weakly: a delivered job (the usual case, long
+    // before the timeout) is freed at once, not when its timer comes due.
+    std::weak_ptr<job> weak_job = j;
+    sched.call_at(deadline_after(sched.now(), limit), [weak, weak_job, ms = std::chrono::duration<double, std::milli>(limit).count()] {
         auto self = weak.lock();
-        if (!self) return;
+        auto j = weak_job.lock();
+        if (!self || !j) return;
         completion_callback cb;
         {
             std::lock_guard l(self->mutex_);

@@ -321,3 +321,22 @@ TEST_CASE("ping/pong in virtual time: two in flight keep compute busy, about 2x 
     CHECK(busy_two > 0.98);
     CHECK(busy_one == Approx(0.5).epsilon(0.02));
 }
+
+TEST_CASE("a delivered job is freed at once, not when its wait timeout comes due") {
+    test::sim_fixture f(1.0, 1.0);  // step 1 ms, d2h 1 ms
+    REQUIRE(f.dev->kv_allocate(3, 32).ok());
+    int delivered = 0;
+    for (int i = 0; i < 8; ++i) {
+        auto j = f.submit(i == 0 ? k_prefill : k_decode, slot::ping, 3, i == 0 ? std::vector<std::int32_t>{1, 2} : std::vector<std::int32_t>{5});
+        REQUIRE(j.ok());
+        f.dev->wait_async(*j, 10s, [&](result<job_result> r) {
+            REQUIRE(r.ok());
+            ++delivered;
+        });
+        f.clock.advance_by(5ms);  // the job completes; its 10 s timeout is still pending
+        REQUIRE(delivered == i + 1);
+        // Each job carried a vocabulary-sized logits buffer: holding delivered jobs until
+        // their timeouts retained ~0.6 MB per generated token for wait_timeout_ms.
+        CHECK(f.dev->jobs_alive() == 0);
+    }
+}
