@@ -38,7 +38,7 @@ public:
     actor(runtime& rt, std::string name, std::size_t mailbox_capacity = k_mailbox_capacity)
         : rt_(rt), strand_(rt.make_strand()), name_(std::move(name)), id_(rt.register_actor(name_)),
           capacity_(mailbox_capacity) {}
-    virtual ~actor() = default;
+    virtual ~actor() { rt_.unregister_actor(id_); }
 
     actor_id id() const { return id_; }
     const std::string& name() const { return name_; }
@@ -87,7 +87,8 @@ private:
         delivered_.fetch_add(1, std::memory_order_relaxed);
         if (const auto& hook = rt_.hook()) {
             std::string_view type = std::visit([](const auto& m) { return message_name<std::decay_t<decltype(m)>>(); }, msg);
-            hook(delivery{rt_.next_sequence(), rt_.now(), from, id_, rt_.name_of(from), name_, type});
+            const std::string from_name = rt_.name_of(from);
+            hook(delivery{rt_.next_sequence(), rt_.now(), from, id_, from_name, name_, type});
         }
         try {
             static_cast<Self*>(this)->on_message(msg);

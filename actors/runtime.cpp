@@ -36,14 +36,24 @@ timer_handle runtime::schedule_after(const asio::any_io_executor& ex, nanosecond
     if (delay < nanoseconds::zero()) delay = nanoseconds::zero();
     if (mode_ == run_mode::deterministic) {
         std::lock_guard lock(mutex_);
+        // Cancelled timers wait in the heap until they come due; a long-lived run
+        // (a recordable daemon: a 600 s request deadline per request) would hold
+        // them all, so the heap is compacted once most of it is cancelled.
+        if (auto n = cancelled_virtual_->load(); n > 1024 && n * 2 > timers_.size()) compact_timers_locked();
         timers_.push(virtual_timer{now() + delay, timer_order_++, ex, std::move(fn), cancelled});
-        return timer_handle(cancelled);
+        return timer_handle(cancelled, [counter = cancelled_virtual_] { counter->fetch_add(1); });
     }
     auto timer = std::make_shared<asio::steady_timer>(ex, delay);
     timer->async_wait([timer, cancelled, fn = std::move(fn)](boost::system::error_code ec) {
         if (!ec && !cancelled->load()) fn();
     });
-    return timer_handle(cancelled);
+    // steady_timer is not thread-safe: the cancel runs on the timer's executor.
+    std::weak_ptr<asio::steady_timer> weak = timer;
+    return timer_handle(cancelled, [weak, ex] {
+        asio::post(ex, [weak] {
+            if (auto t = weak.lock()) t->cancel();
+        });
+    });
 }
 
 void runtime::start() {
@@ -112,6 +122,17 @@ void runtime::run_for(nanoseconds duration) {
     run_until_idle();
 }
 
+void runtime::compact_timers_locked() {
+    std::vector<virtual_timer> live;
+    live.reserve(timers_.size());
+    while (!timers_.empty()) {
+        if (!timers_.top().cancelled->load()) live.push_back(timers_.top());
+        timers_.pop();
+    }
+    timers_ = decltype(timers_)(later{}, std::move(live));  // (due, order) keys unchanged: same firing order
+    cancelled_virtual_->store(0);
+}
+
 std::optional<nanoseconds> runtime::next_timer_due() {
     std::lock_guard lock(mutex_);
     while (!timers_.empty() && timers_.top().cancelled->load()) timers_.pop();
@@ -126,13 +147,21 @@ std::size_t runtime::pending_timers() const {
 
 actor_id runtime::register_actor(std::string name) {
     std::lock_guard lock(mutex_);
-    names_.push_back(std::move(name));
-    return actor_id{names_.size() - 1};
+    actor_id id{next_actor_id_++};
+    names_.emplace(id.value, std::move(name));
+    return id;
 }
 
-std::string_view runtime::name_of(actor_id id) const {
+void runtime::unregister_actor(actor_id id) {
+    if (id.value == 0) return;
     std::lock_guard lock(mutex_);
-    return id.value < names_.size() ? std::string_view(names_[id.value]) : std::string_view("?");
+    names_.erase(id.value);
+}
+
+std::string runtime::name_of(actor_id id) const {
+    std::lock_guard lock(mutex_);
+    auto it = names_.find(id.value);
+    return it != names_.end() ? it->second : std::string("?");
 }
 
 void runtime::report_failure(std::string what) {

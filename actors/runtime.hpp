@@ -55,18 +55,24 @@ struct delivery {
 };
 using delivery_hook = std::function<void(const delivery&)>;
 
-// A pending timer; `cancel()` is thread-safe and idempotent.
+// A pending timer; `cancel()` is thread-safe and idempotent. In threaded mode
+// it also cancels the underlying Asio timer, so the timer and its callback (and
+// whatever the callback holds, e.g. an actor's memory through a weak pointer)
+// are released at once instead of when the timer would have expired.
 class timer_handle {
 public:
     timer_handle() = default;
-    explicit timer_handle(std::shared_ptr<std::atomic<bool>> cancelled) : cancelled_(std::move(cancelled)) {}
+    timer_handle(std::shared_ptr<std::atomic<bool>> cancelled, std::function<void()> release = {})
+        : cancelled_(std::move(cancelled)), release_(std::move(release)) {}
     void cancel() {
-        if (cancelled_) cancelled_->store(true);
+        if (!cancelled_ || cancelled_->exchange(true)) return;
+        if (release_) release_();
     }
     bool active() const { return cancelled_ && !cancelled_->load(); }
 
 private:
     std::shared_ptr<std::atomic<bool>> cancelled_;
+    std::function<void()> release_;
 };
 
 class runtime {
@@ -109,9 +115,12 @@ public:
     const delivery_hook& hook() const { return hook_; }
     std::uint64_t next_sequence() { return sequence_.fetch_add(1, std::memory_order_relaxed) + 1; }
 
-    // Actor registry: ids and names for tracing.
+    // Actor registry: ids and names for tracing. An actor unregisters when it is
+    // destroyed (a daemon spawns one per request); its id is never reused and
+    // its name reads "?" afterwards.
     actor_id register_actor(std::string name);
-    std::string_view name_of(actor_id id) const;
+    void unregister_actor(actor_id id);
+    std::string name_of(actor_id id) const;
 
     // Failures (invariant violations escaping handlers). Tests and simulations
     // treat any entry as fatal; production logs and continues.
@@ -145,11 +154,14 @@ private:
     std::atomic<std::int64_t> virtual_now_ns_{0};
     std::priority_queue<virtual_timer, std::vector<virtual_timer>, later> timers_;  // deterministic only
     std::uint64_t timer_order_ = 0;
+    std::shared_ptr<std::atomic<std::size_t>> cancelled_virtual_ = std::make_shared<std::atomic<std::size_t>>(0);
+    void compact_timers_locked();  // drops cancelled virtual timers (mutex_ held)
     delivery_hook hook_;
     std::atomic<std::uint64_t> sequence_{0};
 
     mutable std::mutex mutex_;  // guards the fields below
-    std::deque<std::string> names_{"external"};  // deque: stable references for name_of
+    std::unordered_map<std::uint64_t, std::string> names_{{0, "external"}};
+    std::uint64_t next_actor_id_ = 1;
     std::vector<std::string> failures_;
     std::unordered_map<const void*, std::shared_ptr<void>> kept_;
 };

@@ -247,3 +247,37 @@ TEST_CASE("a throwing handler is reported as a failure and the actor lives on", 
     REQUIRE_THAT(rt.failures()[0], Catch::Contains("boom"));
     REQUIRE(addr.lock()->pings == 1);
 }
+
+TEST_CASE("cancelled virtual timers are dropped from the heap and the rest fire in order", "[actors]") {
+    runtime rt(run_mode::deterministic);
+    auto strand = rt.make_strand();
+    std::vector<int> fired;
+    std::vector<timer_handle> handles;
+    for (int i = 0; i < 5000; ++i)
+        handles.push_back(rt.schedule_after(strand, std::chrono::milliseconds(1 + (i * 7919) % 5000), [&fired, i] { fired.push_back(i); }));
+    for (int i = 0; i < 5000; ++i)
+        if (i % 5 != 0) handles[std::size_t(i)].cancel();
+    rt.schedule_after(strand, 1h, [] {});  // the next schedule compacts
+    CHECK(rt.pending_timers() == 1001);
+    while (rt.advance_to_next_timer()) {
+    }
+    REQUIRE(fired.size() == 1000);
+    for (std::size_t k = 1; k < fired.size(); ++k)  // (due, creation) order survives the compaction
+        CHECK((fired[k - 1] * 7919) % 5000 < (fired[k] * 7919) % 5000);
+}
+
+TEST_CASE("a cancelled threaded timer releases its callback at once", "[actors]") {
+    runtime rt(run_mode::threaded, 2);
+    rt.start();
+    auto held = std::make_shared<int>(7);
+    std::weak_ptr<int> watch = held;
+    auto strand = rt.make_strand();
+    auto handle = rt.schedule_after(strand, 1h, [held = std::move(held)] { (void)held; });
+    CHECK_FALSE(watch.expired());
+    handle.cancel();
+    handle.cancel();  // idempotent
+    const auto end = std::chrono::steady_clock::now() + 20s;
+    while (!watch.expired() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(1ms);
+    CHECK(watch.expired());  // not an hour later
+    rt.stop();
+}
