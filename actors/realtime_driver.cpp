@@ -60,12 +60,27 @@ void realtime_driver::run_item(std::function<void()>& fn) {
 
 void realtime_driver::run(std::stop_token stop) {
     std::vector<std::function<void()>> batch;
+    auto inbox_waiting = [this] {
+        std::lock_guard lock(mutex_);
+        return !inbox_.empty();
+    };
     while (true) {
-        auto wall = base_ + std::chrono::duration_cast<nanoseconds>(std::chrono::steady_clock::now() - epoch_);
-        if (wall > rt_.now())
-            rt_.run_for(wall - rt_.now());
-        else
-            rt_.run_until_idle();
+        const auto wall = base_ + std::chrono::duration_cast<nanoseconds>(std::chrono::steady_clock::now() - epoch_);
+        rt_.run_until_idle();
+        // Catch up with the wall clock one timer instant at a time, so work from
+        // other threads waits at most one instant's handlers, not the whole
+        // backlog (when the device's host-side compute runs slower than its
+        // modelled time, virtual time lags and the backlog never ends).
+        bool interrupted = false;
+        while (auto due = rt_.next_timer_due()) {
+            if (*due > wall) break;
+            rt_.advance_to_next_timer();
+            if ((interrupted = inbox_waiting())) break;
+        }
+        if (interrupted)
+            rt_.run_for(nanoseconds(0));  // what replay does first: every timer due at this instant fires
+        else if (wall > rt_.now())
+            rt_.run_for(wall - rt_.now());  // no timer is due before `wall`: only the clock moves
         bool stopping = stop.stop_requested();
         {
             std::lock_guard lock(mutex_);
@@ -78,7 +93,7 @@ void realtime_driver::run(std::stop_token stop) {
             return;
         }
         for (auto& fn : batch) run_item(fn);
-        if (!batch.empty()) {
+        if (!batch.empty() || interrupted) {
             batch.clear();
             continue;
         }

@@ -4,7 +4,7 @@
 //!
 //! The runtime stays in deterministic mode (virtual clock, one thread, FIFO
 //! handler queues). The driver thread keeps virtual time caught up with the
-//! wall clock (`run_for` up to "now", firing timers at their due times), then
+//! wall clock (firing timers at their due times, one instant at a time), then
 //! applies the work other threads handed it (`post` / `call`: submits, cancels,
 //! control commands) one item at a time at the current virtual time, running
 //! until idle after each — exactly what a replay does with a trace's inputs
