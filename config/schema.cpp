@@ -34,7 +34,6 @@ constexpr key_spec k_schema[] = {
     {"runtime.recordable", boolean, "false", 0, 0, "", "run the actors on one real-time-driven deterministic thread so traces replay exactly (control socket trace.start)"},
     {"runtime.default_max_tokens", integer, "256", 1, 1048576, "", "max_tokens when a request gives none"},
 
-    {"device.backend", string, "sim", 0, 0, "sim|cpu", "device backend"},
     {"device.wait_timeout_ms", integer, "10000", 1, 3600000, "", "device Wait() bound"},
     {"device.reset_limit", integer, "3", 0, 100, "", "consecutive failed resets before Dead"},
     {"device.sim.step_ms", number, "-1", -1, 1e6, "", "fixed compute time per infer; -1 = latency model"},
