@@ -7,12 +7,14 @@
 #include "actors/metrics.hpp"
 #include "device/fault_points.hpp"
 
-namespace calserve::actors {
+namespace calserve::net {
+
+using actors::device_health;
 
 namespace {
 
-net::fault_arm_request to_request(const device::armed_fault& a) {
-    net::fault_arm_request r;
+fault_arm_request to_request(const device::armed_fault& a) {
+    fault_arm_request r;
     r.point = std::string(device::to_string(a.spec.point));
     r.mode = std::string(device::to_string(a.spec.mode));
     r.count = a.spec.count;
@@ -28,7 +30,7 @@ net::fault_arm_request to_request(const device::armed_fault& a) {
 
 }  // namespace
 
-result<std::uint64_t> engine_control::fault_arm(const net::fault_arm_request& request) {
+result<std::uint64_t> engine_control::fault_arm(const fault_arm_request& request) {
     auto point = device::parse_fault_point(request.point);
     if (!point) return make_error(status::invalid_argument, "unknown fault point: " + request.point);
     auto mode = device::parse_arm_mode(request.mode);
@@ -49,7 +51,7 @@ result<std::uint64_t> engine_control::fault_arm(const net::fault_arm_request& re
     return id;
 }
 
-result<std::size_t> engine_control::fault_clear(const net::fault_clear_request& request) {
+result<std::size_t> engine_control::fault_clear(const fault_clear_request& request) {
     if (traced_) return traced_->clear_faults(request.point, request.id);
     auto& reg = *engine_.faults();
     if (request.id) return reg.clear_id(*request.id);
@@ -61,10 +63,10 @@ result<std::size_t> engine_control::fault_clear(const net::fault_clear_request& 
     return reg.clear();
 }
 
-std::vector<net::fault_entry> engine_control::fault_list() {
-    std::vector<net::fault_entry> out;
+std::vector<fault_entry> engine_control::fault_list() {
+    std::vector<fault_entry> out;
     for (const auto& a : engine_.faults()->list()) {
-        net::fault_entry e;
+        fault_entry e;
         e.id = a.id;
         e.spec = to_request(a);
         e.remaining = a.remaining;
@@ -132,4 +134,4 @@ result<std::string> engine_control::trace_stop() {
     return traced_->stop_trace();
 }
 
-}  // namespace calserve::actors
+}  // namespace calserve::net

@@ -1,6 +1,6 @@
 #pragma once
 //! engine_control: the runtime side of the control socket. Implements
-//! `net::control_target` over a `serving_engine`: fault arm/clear/list go to the
+//! `control_target` over a `serving_engine`: fault arm/clear/list go to the
 //! engine's fault registry (the same one the simulator consults), device.reset
 //! asks the DeviceActor for a reset, drain/resume toggle admission, stats
 //! reports the engine's states and counters as one JSON object.
@@ -16,18 +16,19 @@
 #include "actors/traced_engine.hpp"
 #include "net/control_target.hpp"
 
-namespace calserve::actors {
+namespace calserve::net {
 
-class engine_control final : public net::control_target {
+class engine_control final : public control_target {
 public:
     // `metrics` may be null (stats then omit the metric-derived fields).
     // `traced` may be null (threaded daemon: no recording).
-    engine_control(serving_engine& engine, metrics::calserve_metrics* metrics, traced_engine* traced = nullptr)
+    engine_control(actors::serving_engine& engine, actors::metrics::calserve_metrics* metrics,
+                   actors::traced_engine* traced = nullptr)
         : engine_(engine), metrics_(metrics), traced_(traced) {}
 
-    result<std::uint64_t> fault_arm(const net::fault_arm_request& request) override;
-    result<std::size_t> fault_clear(const net::fault_clear_request& request) override;
-    std::vector<net::fault_entry> fault_list() override;
+    result<std::uint64_t> fault_arm(const fault_arm_request& request) override;
+    result<std::size_t> fault_clear(const fault_clear_request& request) override;
+    std::vector<fault_entry> fault_list() override;
     void_result device_reset() override;
     void_result drain() override;
     void_result resume() override;
@@ -36,9 +37,9 @@ public:
     result<std::string> trace_stop() override;
 
 private:
-    serving_engine& engine_;
-    metrics::calserve_metrics* metrics_;
-    traced_engine* traced_;
+    actors::serving_engine& engine_;
+    actors::metrics::calserve_metrics* metrics_;
+    actors::traced_engine* traced_;
 };
 
-}  // namespace calserve::actors
+}  // namespace calserve::net

@@ -133,7 +133,7 @@ int run_serve(const serve_options& o) {
         std::cerr << "serve: cannot listen: " << port.error().what() << "\n";
         return 2;
     }
-    actors::engine_control control(**engine, &metrics, traced ? &*traced : nullptr);
+    net::engine_control control(**engine, &metrics, traced ? &*traced : nullptr);
     std::optional<net::control_server> control_server;
     if (auto path = cfg->string("server.control_socket"); !path.empty()) {
         control_server.emplace(io, control, net::control_options{path, std::nullopt});
