@@ -11,6 +11,7 @@
 #include "actors/serving_engine.hpp"
 #include "config/config.hpp"
 #include "device/fault_points.hpp"
+#include "io/atomic_dir.hpp"
 #include "model/bf16.hpp"
 #include "model/synthetic_model.hpp"
 #include "model/transformer.hpp"
@@ -340,12 +341,9 @@ void simulation::finish(double limit_s) {
 
 void_result ensure_synthetic_model(const std::filesystem::path& dir, const std::filesystem::path& tokenizer_dir,
                                    const std::string& preset) {
-    if (std::filesystem::exists(dir / "tokenizer.json")) return {};
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-    std::filesystem::create_directories(dir, ec);
-    if (ec) return make_error(status::io_error, "cannot create " + dir.string());
-    return model::make_synthetic_model(preset, dir, 7, "f32", tokenizer_dir);
+    return io::build_directory_atomically(
+        dir, [](const std::filesystem::path& d) { return std::filesystem::exists(d / "tokenizer.json"); },
+        [&](const std::filesystem::path& d) { return model::make_synthetic_model(preset, d, 7, "f32", tokenizer_dir); });
 }
 
 }  // namespace calserve::soak

@@ -20,6 +20,7 @@
 #include "actors/serving_engine.hpp"
 #include "actors/traced_engine.hpp"
 #include "config/log.hpp"
+#include "io/atomic_dir.hpp"
 #include "model/package/pack.hpp"
 #include "net/control_socket.hpp"
 #include "net/http_server.hpp"
@@ -45,16 +46,23 @@ struct serve_options {
 
 result<std::filesystem::path> ensure_default_package(const std::string& preset) {
     auto dir = data_home() / "packages" / preset;
-    if (std::filesystem::exists(dir / "calserve-manifest.json")) return dir;
+    auto complete = [](const std::filesystem::path& d) { return std::filesystem::exists(d / "calserve-manifest.json"); };
+    if (complete(dir)) return dir;
     auto tok = tokenizer_dir();
     if (!tok) return tok.error();
     spdlog::info("serve: writing the default package {} to {}", preset, dir.string());
-    std::filesystem::create_directories(dir);
-    model::package::pack_options o;
-    o.preset = preset;
-    o.out = dir;
-    o.tokenizer_dir = *tok;
-    if (auto p = model::package::pack(o); !p) return p.error();
+    std::error_code ec;
+    std::filesystem::create_directories(dir.parent_path(), ec);
+    // Two daemons starting at once each build a copy; the first to finish publishes it.
+    auto made = io::build_directory_atomically(dir, complete, [&](const std::filesystem::path& d) -> void_result {
+        model::package::pack_options o;
+        o.preset = preset;
+        o.out = d;
+        o.tokenizer_dir = *tok;
+        if (auto p = model::package::pack(o); !p) return p.error();
+        return {};
+    });
+    if (!made) return made.error();
     return dir;
 }
 

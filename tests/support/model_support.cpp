@@ -7,6 +7,7 @@
 #include <random>
 
 #include "device/package_spec.hpp"
+#include "io/atomic_dir.hpp"
 #include "model/bf16.hpp"
 #include "model/package/pack.hpp"
 #include "model/synthetic_model.hpp"
@@ -22,14 +23,13 @@ const std::filesystem::path& tiny_model_dir(const std::string& preset) {
     auto& dir = dirs[preset];
     if (dir.empty()) {
         dir = binary_dir() / "test-models" / preset;
-        if (!std::filesystem::exists(dir / "tokenizer.json")) {
-            if (!std::filesystem::exists(tokenizer_dir() / "tokenizer.json"))
-                FAIL("Qwen3 tokenizer missing at " << tokenizer_dir() << ": run tools/bootstrap");
-            std::filesystem::remove_all(dir);
-            std::filesystem::create_directories(dir);
-            auto made = model::make_synthetic_model(preset, dir, 7, "f32", tokenizer_dir());
-            if (!made) FAIL("make_synthetic_model: " << made.error().what());
-        }
+        if (!std::filesystem::exists(tokenizer_dir() / "tokenizer.json"))
+            FAIL("Qwen3 tokenizer missing at " << tokenizer_dir() << ": run tools/bootstrap");
+        // Test processes run in parallel (ctest -j): the directory appears whole or not at all.
+        auto made = io::build_directory_atomically(
+            dir, [](const std::filesystem::path& d) { return std::filesystem::exists(d / "tokenizer.json"); },
+            [&](const std::filesystem::path& d) { return model::make_synthetic_model(preset, d, 7, "f32", tokenizer_dir()); });
+        if (!made) FAIL("make_synthetic_model: " << made.error().what());
     }
     return dir;
 }
@@ -41,18 +41,19 @@ const std::filesystem::path& test_package_dir(const std::string& preset) {
     auto& dir = dirs[preset];
     if (dir.empty()) {
         dir = binary_dir() / "test-packages" / preset;
-        if (!std::filesystem::exists(dir / "calserve-manifest.json")) {
-            if (!std::filesystem::exists(tokenizer_dir() / "tokenizer.json"))
-                FAIL("Qwen3 tokenizer missing at " << tokenizer_dir() << ": run tools/bootstrap");
-            std::filesystem::remove_all(dir);
-            std::filesystem::create_directories(dir);
-            model::package::pack_options o;
-            o.preset = preset;
-            o.out = dir;
-            o.tokenizer_dir = tokenizer_dir();
-            auto made = model::package::pack(o);
-            if (!made) FAIL("pack " << preset << ": " << made.error().what());
-        }
+        if (!std::filesystem::exists(tokenizer_dir() / "tokenizer.json"))
+            FAIL("Qwen3 tokenizer missing at " << tokenizer_dir() << ": run tools/bootstrap");
+        auto made = io::build_directory_atomically(
+            dir, [](const std::filesystem::path& d) { return std::filesystem::exists(d / "calserve-manifest.json"); },
+            [&](const std::filesystem::path& d) -> void_result {
+                model::package::pack_options o;
+                o.preset = preset;
+                o.out = d;
+                o.tokenizer_dir = tokenizer_dir();
+                if (auto r = model::package::pack(o); !r) return r.error();
+                return {};
+            });
+        if (!made) FAIL("pack " << preset << ": " << made.error().what());
     }
     return dir;
 }
