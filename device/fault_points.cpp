@@ -49,6 +49,15 @@ std::optional<arm_mode> parse_arm_mode(std::string_view name) {
     return std::nullopt;
 }
 
+result<fault_spec> make_fault_spec(std::string_view point, std::string_view mode, std::int64_t count,
+                                   double probability, std::uint64_t seed, double delay_ms, fault_match match) {
+    auto p = parse_fault_point(point);
+    if (!p) return make_error(status::invalid_argument, "unknown fault point: " + std::string(point));
+    auto m = parse_arm_mode(mode);
+    if (!m) return make_error(status::invalid_argument, "unknown arm mode: " + std::string(mode));
+    return fault_spec{*p, *m, count, probability, seed, delay_ms, std::move(match)};
+}
+
 result<std::uint64_t> fault_registry::arm(fault_spec spec) {
     if (spec.mode == arm_mode::count && spec.count < 1)
         return make_error(status::invalid_argument, "count must be >= 1");

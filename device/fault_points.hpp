@@ -83,6 +83,11 @@ struct fault_spec {
     fault_match match;
 };
 
+// A spec from its textual form (control socket, trace): an unknown point or
+// mode is invalid_argument naming it; the numbers are checked by `arm`.
+result<fault_spec> make_fault_spec(std::string_view point, std::string_view mode, std::int64_t count,
+                                   double probability, std::uint64_t seed, double delay_ms, fault_match match);
+
 // Where a check happens. chip_mask 0 = chip unknown (a chip match then fails).
 struct fault_site {
     std::uint32_t chip_mask = 0;

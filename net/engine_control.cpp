@@ -31,22 +31,11 @@ fault_arm_request to_request(const device::armed_fault& a) {
 }  // namespace
 
 result<std::uint64_t> engine_control::fault_arm(const fault_arm_request& request) {
-    auto point = device::parse_fault_point(request.point);
-    if (!point) return make_error(status::invalid_argument, "unknown fault point: " + request.point);
-    auto mode = device::parse_arm_mode(request.mode);
-    if (!mode) return make_error(status::invalid_argument, "unknown arm mode: " + request.mode);
-    device::fault_spec spec;
-    spec.point = *point;
-    spec.mode = *mode;
-    spec.count = request.count;
-    spec.probability = request.probability;
-    spec.seed = request.seed;
-    spec.delay_ms = request.delay_ms;
-    spec.match.chip = request.chip;
-    spec.match.submodel = request.submodel;
-    spec.match.request = request.request;
-    spec.match.sequence = request.sequence;
-    auto id = traced_ ? traced_->arm_fault(spec) : engine_.faults()->arm(std::move(spec));
+    auto spec = device::make_fault_spec(request.point, request.mode, request.count, request.probability, request.seed,
+                                        request.delay_ms,
+                                        {request.chip, request.submodel, request.sequence, request.request});
+    if (!spec) return spec.error();
+    auto id = traced_ ? traced_->arm_fault(*spec) : engine_.faults()->arm(std::move(*spec));
     if (id) spdlog::info("control: armed fault {} ({}) as #{}", request.point, request.mode, *id);
     return id;
 }

@@ -242,22 +242,11 @@ void simulation::submit(const io::trace_submit& s, const std::optional<consumer_
 }
 
 void simulation::arm(const io::trace_arm& a) {
-    auto point = device::parse_fault_point(a.point);
-    auto mode = device::parse_arm_mode(a.mode);
-    if (!point || !mode) return violation("trace arms unknown fault " + a.point + "/" + a.mode);
-    device::fault_spec spec;
-    spec.point = *point;
-    spec.mode = *mode;
-    spec.count = a.count;
-    spec.probability = a.probability;
-    spec.seed = a.seed;
-    spec.delay_ms = a.delay_ms;
-    spec.match.chip = a.chip;
-    spec.match.submodel = a.submodel;
-    spec.match.request = a.request;
-    spec.match.sequence = a.sequence;
+    auto spec = device::make_fault_spec(a.point, a.mode, a.count, a.probability, a.seed, a.delay_ms,
+                                        {a.chip, a.submodel, a.sequence, a.request});
+    if (!spec) return violation("trace arms an unknown fault: " + spec.error().message);
     ++report_.arms;
-    if (auto r = engine_->faults()->arm(spec); !r) violation("arm " + a.point + ": " + r.error().message);
+    if (auto r = engine_->faults()->arm(*spec); !r) violation("arm " + a.point + ": " + r.error().message);
 }
 
 void simulation::violation(std::string what) {
