@@ -11,6 +11,7 @@
 #include "actors/serving_engine.hpp"
 #include "config/config.hpp"
 #include "device/fault_points.hpp"
+#include "device/package_spec.hpp"
 #include "io/atomic_dir.hpp"
 #include "model/bf16.hpp"
 #include "model/synthetic_model.hpp"
@@ -110,8 +111,14 @@ result<std::unique_ptr<simulation>> simulation::create(const sim_setup& setup, m
     if (sim->engine_->device_state() != actors::device_health::ready)
         return make_error(status::not_ready, "simulation: device never became ready");
     if (setup.engine_seq != 0) sim->engine_->set_sequence_counter(setup.engine_seq);
-    if (setup.check_reference && setup.package_dir.empty()) {
-        auto lm = model::load_causal_lm(setup.model_dir, {});
+    if (setup.check_reference) {
+        auto dir = setup.model_dir;
+        if (!setup.package_dir.empty()) {  // the package's own reference checkpoint
+            auto spec = device::package_spec_from_dir(setup.package_dir);
+            if (!spec) return spec.error();
+            dir = spec->reference_model_dir;
+        }
+        auto lm = model::load_causal_lm(dir, {});
         if (!lm) return lm.error();
         sim->reference_ = std::move(lm.value());
     }

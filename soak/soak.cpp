@@ -52,13 +52,15 @@ plan make_plan(std::mt19937_64& rng) {
                    "device.sim.model_threads=1",
                    // Paced steps make streams take virtual time, so cancels, deadlines and slow
                    // consumers land mid-stream; 0 = a job completes when its numbers exist.
-                   "device.sim.step_ms=" + std::to_string(pick({0, 1, 4, 15})),
+                   // 0 means "unpaced" on the cpu backend and "the latency model" (-1) on a package.
+                   "device.sim.step_ms=" + [](int v) { return v == 0 ? std::string("-1") : std::to_string(v); }(pick({0, 1, 4, 15})),
                    "device.sim.d2h_ms=" + std::to_string(pick({0, 1, 2}))};
     return p;
 }
 
 void print_plan(const plan& p, const soak_options& o, std::ostream& out) {
-    out << "soak: seed=" << o.seed << " duration=" << double(o.duration_ns) / 1e9 << "s model=" << o.model_dir.string()
+    out << "soak: seed=" << o.seed << " duration=" << double(o.duration_ns) / 1e9 << "s "
+        << (o.package_dir.empty() ? "model=" + o.model_dir.string() : "package=" + o.package_dir.string())
         << "\n  mean_burst_gap_s=" << p.mean_burst_gap_s << " max_burst=" << p.max_burst
         << " mean_gap_ms=" << p.mean_gap_ms << " max_prompt=" << p.max_prompt << " max_new=" << p.max_new
         << " greedy_share=" << p.greedy_share << " cancel_share=" << p.cancel_share
@@ -169,6 +171,7 @@ private:
 result<sim_report> soak_pass(const soak_options& o, const plan& p, io::trace_writer* writer) {
     sim_setup setup;
     setup.model_dir = o.model_dir;
+    setup.package_dir = o.package_dir;
     setup.overrides = p.overrides;
     setup.check_reference = o.check_reference;
     message_observer obs;
@@ -185,6 +188,7 @@ result<sim_report> soak_pass(const soak_options& o, const plan& p, io::trace_wri
         h.source = "soak";
         h.seed = o.seed;
         h.model_dir = o.model_dir.string();
+        h.package_dir = o.package_dir.string();
         h.overrides = p.overrides;
         h.duration_ns = o.duration_ns;
         writer->push(io::encode(h));

@@ -28,7 +28,8 @@ namespace calserve::soak {
 struct soak_options {
     std::uint64_t seed = 1;
     std::int64_t duration_ns = 60'000'000'000;  // virtual time of traffic
-    std::filesystem::path model_dir;
+    std::filesystem::path model_dir;            // cpu backend
+    std::filesystem::path package_dir;          // sim backend (simulated NPU); wins when set
     std::string trace_path;                     // empty: trace only on failure (to failure_trace_path)
     std::string failure_trace_path;             // default: calserve-soak-<seed>.trace.jsonl
     bool check_reference = true;

@@ -1,6 +1,7 @@
 // `calserve soak`: the seeded deterministic simulation (soak/soak.hpp).
-// Without --model it serves the synthetic tiny-dense model, written once under
-// the data home. Exit 0: every invariant held; 1: a violation (the trace is
+// Without --model or --package it serves the synthetic micro-dense model (cpu
+// backend), written once under the data home; --package soaks the simulated NPU
+// with its latency model. Exit 0: every invariant held; 1: a violation (the trace is
 // written and the reproduce line printed); 2: unusable input.
 // `calserve soak --real --url URL`: wall-clock load with faults against a live
 // daemon (soak/real_soak.hpp). Exit 0: verdict ok; 1: a failure (unexpected
@@ -23,6 +24,7 @@ struct soak_cli {
     std::uint64_t seed = 1;
     std::string duration = "60s";
     std::string model;
+    std::string package;
     std::string trace;
     bool no_reference = false;
     bool verbose = false;
@@ -82,8 +84,8 @@ int run_real_soak_cli(const soak_cli& c) {
 }
 
 int run_soak_cli(const soak_cli& c) {
-    if (c.real && (!c.model.empty() || !c.trace.empty() || c.no_reference)) {
-        std::cerr << "soak --real: --model, --trace and --no-reference belong to the simulation\n";
+    if (c.real && (!c.model.empty() || !c.package.empty() || !c.trace.empty() || c.no_reference)) {
+        std::cerr << "soak --real: --model, --package, --trace and --no-reference belong to the simulation\n";
         return 2;
     }
     if (!c.real && (!c.url.empty() || !c.control_socket.empty() || !c.out.empty())) {
@@ -101,7 +103,13 @@ int run_soak_cli(const soak_cli& c) {
     o.duration_ns = *d;
     o.trace_path = c.trace;
     o.check_reference = !c.no_reference;
-    if (!c.model.empty()) {
+    if (!c.model.empty() && !c.package.empty()) {
+        std::cerr << "soak: give --model (cpu backend) or --package (simulated NPU), not both\n";
+        return 2;
+    }
+    if (!c.package.empty()) {
+        o.package_dir = c.package;
+    } else if (!c.model.empty()) {
         o.model_dir = c.model;
     } else {
         auto tok = tokenizer_dir();
@@ -126,7 +134,8 @@ int run_soak_cli(const soak_cli& c) {
     std::cout << "soak: wall_s=" << wall << " virtual_s=" << double(r->report.end_ns) / 1e9 << "\n";
     if (!r->report.ok()) {
         std::cout << "reproduce: calserve soak --seed=" << c.seed << " --duration=" << c.duration
-                  << (c.model.empty() ? "" : " --model=" + c.model) << "\n";
+                  << (c.model.empty() ? "" : " --model=" + c.model)
+                  << (c.package.empty() ? "" : " --package=" + c.package) << "\n";
         return 1;
     }
     std::cout << "soak: ok\n";
@@ -138,7 +147,8 @@ const bool registered = register_command(
         auto c = std::make_shared<soak_cli>();
         app.add_option("--seed", c->seed, "seed every option and input derives from");
         app.add_option("--duration", c->duration, "traffic time (virtual, or wall with --real): 500ms, 90s, 15m, 1h, 24h");
-        app.add_option("--model", c->model, "Hugging Face model directory (default: synthetic tiny-dense)");
+        app.add_option("--model", c->model, "Hugging Face model directory, cpu backend (default: synthetic micro-dense)");
+        app.add_option("--package", c->package, "calbin package directory: soak the simulated NPU with its latency model");
         app.add_option("--trace", c->trace, "record the run's inputs and messages to this JSONL file");
         app.add_flag("--no-reference", c->no_reference, "skip the greedy-vs-reference check (faster)");
         app.add_flag("-v,--verbose", c->verbose, "keep the engine's info logs");
