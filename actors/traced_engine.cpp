@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/realtime_driver.hpp"
+#include "actors/device_actor.hpp"
 #include "actors/serving_engine.hpp"
 #include "config/config.hpp"
 #include "device/fault_points.hpp"
@@ -216,6 +217,11 @@ void_result traced_engine::start_trace(const std::string& path) {
         if (auto n = inner_.in_flight(); n > 0)
             return make_error(status::not_ready, "trace.start needs an idle engine (" + std::to_string(n) +
                                                      " requests in flight): drain, wait, start, resume");
+        // A replay starts from a fresh engine: state that outlives requests must be fresh too.
+        if (inner_.faults()->any_armed())
+            return make_error(status::not_ready, "trace.start needs no armed faults: fault clear, then start");
+        if (auto h = inner_.device_state(); h != device_health::ready && h != device_health::busy)
+            return make_error(status::not_ready, "trace.start needs a ready device");
         auto h = header_;
         h.from_start = false;
         h.engine_seq = inner_.sequence_counter();

@@ -167,6 +167,13 @@ TEST_CASE("trace.start and trace.stop record a window of a running daemon that r
     busy.join();
     REQUIRE(wait_until([&] { return ctl_result(sock, "stats").at("in_flight").to_number<int>() == 0; }));
 
+    // An armed fault would not be armed in the fresh engine a replay starts from.
+    ctl_result(sock, "fault arm submit_busy --count 1");
+    auto [armed, armed_rc] = ctl(sock, "trace start " + trace);
+    CHECK(armed_rc != 0);
+    CHECK_THAT(armed, Catch::Contains("armed faults"));
+    ctl_result(sock, "fault clear");
+
     ctl_result(sock, "trace start " + trace);
     auto [twice, twice_rc] = ctl(sock, "trace start " + trace + ".again");
     CHECK(twice_rc != 0);
