@@ -39,9 +39,17 @@ void trace_recorder::record(const io::trace_record& record) {
     if (!closed_) writer_->push(io::encode(record));
 }
 
+void trace_recorder::attach_faults(std::shared_ptr<device::fault_registry> faults) {
+    faults_ = std::move(faults);
+    faults_->set_fire_observer([this](const device::fault_fire& f) {
+        record(io::trace_fire{rt_.now().count(), std::string(device::to_string(f.point)), f.arm_id});
+    });
+}
+
 result<io::trace_end> trace_recorder::close() {
     if (closed_) return make_error(status::invalid_argument, "trace already closed");
     rt_.set_delivery_hook({});
+    if (faults_) faults_->set_fire_observer({});
     io::trace_end end{rt_.now().count(), messages_, writer_->dropped()};
     writer_->push(io::encode(end));
     closed_ = true;
@@ -127,7 +135,9 @@ io::trace_arm to_trace(const device::fault_spec& f, std::int64_t t_ns) {
 
 traced_engine::traced_engine(serving_engine& inner, realtime_driver& driver, io::trace_header header,
                              std::unique_ptr<trace_recorder> recorder)
-    : inner_(inner), driver_(driver), header_(std::move(header)), recorder_(std::move(recorder)) {}
+    : inner_(inner), driver_(driver), header_(std::move(header)), recorder_(std::move(recorder)) {
+    if (recorder_) recorder_->attach_faults(inner_.faults());
+}
 
 traced_engine::~traced_engine() {
     driver_.call([this] {
@@ -228,6 +238,7 @@ void_result traced_engine::start_trace(const std::string& path) {
         auto r = trace_recorder::open(driver_.rt(), path, h);
         if (!r) return r.error();
         recorder_ = std::move(r.value());
+        recorder_->attach_faults(inner_.faults());
         spdlog::info("trace: recording to {}", path);
         return {};
     });

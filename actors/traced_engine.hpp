@@ -29,6 +29,7 @@ class config;
 }
 namespace calserve::device {
 struct fault_spec;
+class fault_registry;
 }
 namespace calserve::io {
 class trace_writer;
@@ -48,7 +49,9 @@ public:
                                                         const io::trace_header& header);
     ~trace_recorder();
     void record(const io::trace_record& record);
-    // Removes the hook, writes the end record, closes the file.
+    // Records the registry's fault firings too (until close).
+    void attach_faults(std::shared_ptr<device::fault_registry> faults);
+    // Removes the hooks, writes the end record, closes the file.
     result<io::trace_end> close();
     const std::string& path() const { return path_; }
 
@@ -57,6 +60,7 @@ private:
     runtime& rt_;
     std::string path_;
     std::unique_ptr<io::trace_writer> writer_;
+    std::shared_ptr<device::fault_registry> faults_;
     std::uint64_t messages_ = 0;
     bool closed_ = false;
 };

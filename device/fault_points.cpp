@@ -129,9 +129,16 @@ std::optional<fault_fire> fault_registry::check(fault_point point, const fault_s
         if (!try_fire(e)) continue;
         ++total_fires_[static_cast<std::size_t>(point)];
         if (e.state.exhausted()) recount_live();
-        return fault_fire{point, id, e.state.spec.delay_ms};
+        fault_fire fire{point, id, e.state.spec.delay_ms};
+        if (observer_) observer_(fire);
+        return fire;
     }
     return std::nullopt;
+}
+
+void fault_registry::set_fire_observer(fire_observer observer) {
+    std::lock_guard lock(mutex_);
+    observer_ = std::move(observer);
 }
 
 std::vector<armed_fault> fault_registry::list() const {

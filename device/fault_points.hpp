@@ -14,6 +14,7 @@
 //! stays listed (with its fires) until cleared.
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -126,6 +127,10 @@ public:
     std::optional<fault_fire> check(fault_point point, const fault_site& site);
 
     std::vector<armed_fault> list() const;
+    // Called on every fire, from `check`'s thread with the registry locked (a
+    // trace records fault firings with it): must be cheap and must not call back.
+    using fire_observer = std::function<void(const fault_fire&)>;
+    void set_fire_observer(fire_observer observer);
     // Total fires of a point since the registry was created (survives clear).
     std::uint64_t fires(fault_point point) const;
     bool any_armed() const { return live_.load(std::memory_order_acquire) > 0; }
@@ -145,6 +150,7 @@ private:
     std::map<std::uint64_t, entry> entries_;              // by arm id, i.e. arm order
     std::uint64_t total_fires_[k_fault_point_count] = {};  // survives clear
     std::atomic<std::size_t> live_{0};                    // entries not exhausted
+    fire_observer observer_;                              // guarded by mutex_
 };
 
 }  // namespace calserve::device

@@ -75,6 +75,9 @@ json::object to_json(const trace_message& m) {
     return {{"k", "msg"}, {"seq", m.seq}, {"t", m.t_ns}, {"from_id", m.from_id}, {"to_id", m.to_id},
             {"from", m.from}, {"to", m.to}, {"type", m.type}};
 }
+json::object to_json(const trace_fire& f) {
+    return {{"k", "fire"}, {"t", f.t_ns}, {"point", f.point}, {"arm_id", f.arm_id}};
+}
 json::object to_json(const trace_end& e) {
     return {{"k", "end"}, {"t", e.t_ns}, {"messages", e.messages}, {"dropped", e.dropped}};
 }
@@ -130,6 +133,8 @@ trace_record from_json(const json::object& o) {
         s.stop_token_ids = get<std::vector<std::int32_t>>(o, "stop_token_ids");
         return s;
     }
+    if (kind == "fire")
+        return trace_fire{get<std::int64_t>(o, "t"), get<std::string>(o, "point"), get<std::uint64_t>(o, "arm_id")};
     if (kind == "cancel") return trace_cancel{get<std::int64_t>(o, "t"), get<std::string>(o, "id")};
     if (kind == "arm") {
         trace_arm a;
@@ -207,6 +212,13 @@ std::string describe(const trace_message& m) {
     return out;
 }
 
+std::string describe(const trace_fire& f) {
+    std::string out = "fault ";
+    out += f.point;
+    out += " (arm #" + std::to_string(f.arm_id) + ") at t=" + std::to_string(f.t_ns) + "ns";
+    return out;
+}
+
 result<trace_file> read_trace(const std::string& path) {
     std::ifstream in(path);
     if (!in) return make_error(status::not_found, "trace: cannot open " + path);
@@ -221,6 +233,7 @@ result<trace_file> read_trace(const std::string& path) {
         if (!rec) return make_error(status::invalid_argument, "line " + std::to_string(line_no) + ": " + rec.error().message);
         std::visit(overloaded{[&](trace_header& h) { file.header = std::move(h), have_header = true; },
                               [&](trace_message& m) { file.messages.push_back(std::move(m)); },
+                              [&](trace_fire& f) { file.fires.push_back(std::move(f)); },
                               [&](trace_end& e) { file.end = e; },
                               [&](auto& input) { file.inputs.emplace_back(std::move(input)); }},
                    *rec);

@@ -93,6 +93,15 @@ struct trace_message {
     friend bool operator==(const trace_message&, const trace_message&) = default;
 };
 
+// A fault firing (informative, like a message: a consequence of the inputs on
+// the simulated device, recorded so a replay can check it and a reader can see it).
+struct trace_fire {
+    std::int64_t t_ns = 0;
+    std::string point;
+    std::uint64_t arm_id = 0;
+    friend bool operator==(const trace_fire&, const trace_fire&) = default;
+};
+
 struct trace_end {
     std::int64_t t_ns = 0;
     std::uint64_t messages = 0;
@@ -100,19 +109,21 @@ struct trace_end {
 };
 
 using trace_input = std::variant<trace_submit, trace_cancel, trace_arm, trace_clear, trace_control>;
-using trace_record =
-    std::variant<trace_header, trace_submit, trace_cancel, trace_arm, trace_clear, trace_control, trace_message, trace_end>;
+using trace_record = std::variant<trace_header, trace_submit, trace_cancel, trace_arm, trace_clear, trace_control,
+                                  trace_message, trace_fire, trace_end>;
 
 std::string encode(const trace_record& record);
 result<trace_record> parse_record(std::string_view line);
 std::int64_t input_time(const trace_input& in);
 std::string describe(const trace_message& m);  // one-line human form for divergence reports
+std::string describe(const trace_fire& f);
 
 // A whole trace file, split by kind (inputs and messages keep file order).
 struct trace_file {
     trace_header header;
     std::vector<trace_input> inputs;
     std::vector<trace_message> messages;
+    std::vector<trace_fire> fires;
     std::optional<trace_end> end;
 };
 result<trace_file> read_trace(const std::string& path);

@@ -80,7 +80,7 @@ struct sink final : actors::generation_sink {
 }  // namespace
 
 result<std::unique_ptr<simulation>> simulation::create(const sim_setup& setup, message_observer observer,
-                                                       input_observer inputs) {
+                                                       input_observer inputs, fire_observer fires) {
     std::unique_ptr<simulation> sim(new simulation());
     sim->setup_ = setup;
     sim->observer_ = std::move(observer);
@@ -105,6 +105,12 @@ result<std::unique_ptr<simulation>> simulation::create(const sim_setup& setup, m
     auto e = actors::serving_engine::create(*sim->rt_, *cfg, es);
     if (!e) return e.error();
     sim->engine_ = std::move(e.value());
+    if (fires) {
+        auto* rt = sim->rt_.get();
+        sim->engine_->faults()->set_fire_observer([rt, fires = std::move(fires)](const device::fault_fire& f) {
+            fires(io::trace_fire{rt->now().count(), std::string(device::to_string(f.point)), f.arm_id});
+        });
+    }
     sim->rt_->run_until_idle();
     while (sim->engine_->device_state() != actors::device_health::ready && sim->rt_->advance_to_next_timer()) {
     }
@@ -127,6 +133,7 @@ result<std::unique_ptr<simulation>> simulation::create(const sim_setup& setup, m
 
 simulation::~simulation() {
     if (rt_) rt_->set_delivery_hook({});
+    if (engine_) engine_->faults()->set_fire_observer({});
     engine_.reset();
 }
 

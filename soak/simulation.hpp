@@ -55,6 +55,8 @@ struct sim_report {
 using message_observer = std::function<void(const io::trace_message&)>;
 // Inputs the simulation makes itself (a slow consumer's cancel), as they are applied.
 using input_observer = std::function<void(const io::trace_input&)>;
+// Fault firings on the simulated device, as they happen.
+using fire_observer = std::function<void(const io::trace_fire&)>;
 
 // A client that reads its stream at `tokens_per_s` (virtual time) and holds at most
 // `queue` unread tokens; past that the network layer gives up on it and cancels the
@@ -67,7 +69,7 @@ struct consumer_model {
 class simulation {
 public:
     static result<std::unique_ptr<simulation>> create(const sim_setup& setup, message_observer observer,
-                                                      input_observer inputs = {});
+                                                      input_observer inputs = {}, fire_observer fires = {});
     ~simulation();
 
     std::int64_t now_ns() const;

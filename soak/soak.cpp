@@ -180,7 +180,9 @@ result<sim_report> soak_pass(const soak_options& o, const plan& p, io::trace_wri
     if (writer) own_inputs = [writer](const io::trace_input& in) {
         std::visit([&](const auto& r) { writer->push(io::encode(r)); }, in);
     };
-    auto sim = simulation::create(setup, obs, own_inputs);
+    fire_observer fires;
+    if (writer) fires = [writer](const io::trace_fire& f) { writer->push(io::encode(f)); };
+    auto sim = simulation::create(setup, obs, own_inputs, fires);
     if (!sim) return sim.error();
     auto& s = **sim;
     if (writer) {
@@ -321,14 +323,27 @@ result<replay_outcome> run_replay(const io::trace_file& trace) {
         out.expected = io::describe(want);
         out.got = io::describe(got);
     };
+    // Fault firings are a second stream, compared in order the same way.
+    std::size_t next_fire = 0;
+    auto compare_fire = [&](const io::trace_fire& got) {
+        if (out.fire_divergence || !started) return;
+        if (next_fire < trace.fires.size() && trace.fires[next_fire] == got) {
+            ++next_fire;
+            return;
+        }
+        out.fire_divergence = next_fire + 1;
+        out.expected = next_fire < trace.fires.size() ? io::describe(trace.fires[next_fire]) : "(no more fault firings)";
+        out.got = io::describe(got);
+    };
     sim_setup setup;
     setup.model_dir = trace.header.model_dir;
     setup.package_dir = trace.header.package_dir;
     setup.overrides = trace.header.overrides;
     setup.check_reference = false;
     setup.engine_seq = trace.header.from_start ? 0 : trace.header.engine_seq;
-    auto sim = simulation::create(setup, compare);
+    auto sim = simulation::create(setup, compare, {}, compare_fire);
     if (!sim) return sim.error();
+    auto diverged = [&] { return out.divergence_seq || out.fire_divergence; };
     for (const auto& in : trace.inputs) {
         if (!started) {  // reach the first input's time before comparing (the recording began idle)
             std::int64_t t = io::input_time(in);
@@ -336,10 +351,16 @@ result<replay_outcome> run_replay(const io::trace_file& trace) {
             started = true;
         }
         (*sim)->apply(in);
-        if (out.divergence_seq) break;
+        if (diverged()) break;
     }
-    if (!out.divergence_seq) (*sim)->finish();
-    if (!out.divergence_seq && next < trace.messages.size()) {
+    if (!diverged()) (*sim)->finish();
+    if (!diverged() && next_fire < trace.fires.size()) {
+        out.fire_divergence = next_fire + 1;
+        out.expected = io::describe(trace.fires[next_fire]);
+        out.got = "(no more fault firings)";
+    }
+    out.fires_compared = next_fire;
+    if (!diverged() && next < trace.messages.size()) {
         out.divergence_seq = trace.messages[next].seq;
         out.expected = io::describe(trace.messages[next]);
         out.got = "(no more messages)";

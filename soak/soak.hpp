@@ -49,6 +49,8 @@ result<soak_outcome> run_soak(const soak_options& o, std::ostream& out);
 struct replay_outcome {
     std::uint64_t compared = 0;                 // messages matched before the end or divergence
     std::optional<std::uint64_t> divergence_seq;
+    std::uint64_t fires_compared = 0;           // fault firings matched
+    std::optional<std::uint64_t> fire_divergence;  // 1-based index of the first firing that differs
     std::string expected, got;                  // described messages at the divergence
     sim_report report;
 };

@@ -24,8 +24,13 @@ int run_replay_cli(const std::string& path) {
         std::cerr << "replay: " << r.error().message << "\n";
         return 2;
     }
+    if (r->fire_divergence) {
+        std::cout << "fault firings diverged at firing " << *r->fire_divergence << " (messages identical so far: "
+                  << r->compared << ")\n  expected: " << r->expected << "\n  got:      " << r->got << "\n";
+        return 1;
+    }
     if (!r->divergence_seq) {
-        std::cout << "identical (" << r->compared << " messages)\n";
+        std::cout << "identical (" << r->compared << " messages, " << r->fires_compared << " fault firings)\n";
         return 0;
     }
     std::cout << "diverged at sequence " << *r->divergence_seq << " after " << r->compared << " identical messages\n"

@@ -133,11 +133,13 @@ TEST_CASE("serve --trace records a faulted concurrent run that replays identical
     CHECK(kinds[3] == 1);   // clear
     CHECK(kinds[4] >= 3);   // drain, resume, and the SIGTERM drain
     CHECK(file->messages.size() == file->end->messages);
+    CHECK_FALSE(file->fires.empty());  // the armed faults fired, and the trace says when
 
     auto [out, rc] = run("replay " + trace);
     INFO(out);
     CHECK(rc == 0);
-    CHECK_THAT(out, Catch::Contains("identical (" + std::to_string(file->messages.size()) + " messages)"));
+    CHECK_THAT(out, Catch::Contains("identical (" + std::to_string(file->messages.size()) + " messages, " +
+                                    std::to_string(file->fires.size()) + " fault firings)"));
 
     auto mutated = (scratch_dir("trace-e2e") / "mutated.jsonl").string();
     auto seq = mutate_middle_message(trace, mutated);
@@ -194,7 +196,7 @@ TEST_CASE("trace.start and trace.stop record a window of a running daemon that r
     auto [out, rc] = run("replay " + trace);
     INFO(out);
     CHECK(rc == 0);
-    CHECK_THAT(out, Catch::Contains("identical (" + std::to_string(file->messages.size()) + " messages)"));
+    CHECK_THAT(out, Catch::Contains("identical (" + std::to_string(file->messages.size()) + " messages, "));
 }
 
 TEST_CASE("a threaded daemon refuses trace.start and says how to make it recordable", "[e2e][trace]") {

@@ -109,6 +109,17 @@ TEST_CASE("a recorded soak with cancels and faults replays identically, a mutate
     REQUIRE(same.ok());
     CHECK_FALSE(same->divergence_seq.has_value());
     CHECK(same->compared == trace->messages.size());
+    REQUIRE(trace->fires.size() == run.report.faults_fired);
+    CHECK_FALSE(same->fire_divergence.has_value());
+    CHECK(same->fires_compared == trace->fires.size());
+
+    // A recorded firing of another point: reported as that firing, not as a message.
+    auto other_fire = *trace;
+    other_fire.fires[0].point = other_fire.fires[0].point == "submit_busy" ? "submit_error" : "submit_busy";
+    auto fire_diverged = soak::run_replay(other_fire);
+    REQUIRE(fire_diverged.ok());
+    REQUIRE(fire_diverged->fire_divergence.has_value());
+    CHECK(*fire_diverged->fire_divergence == 1);
 
     // Change one recorded message in the middle: the replay must point at exactly that one.
     auto mutated = *trace;
@@ -174,7 +185,8 @@ TEST_CASE("trace records round-trip through JSON lines", "[trace]") {
     CHECK(io::encode(std::get<io::trace_header>(*hb)) == io::encode(h));
 
     for (const io::trace_record& r : {io::trace_record(io::trace_clear{4, std::string("submit_busy"), std::nullopt}),
-                                      io::trace_record(io::trace_control{6, "drain"})}) {
+                                      io::trace_record(io::trace_control{6, "drain"}),
+                                      io::trace_record(io::trace_fire{7, "ccu_exception", 3})}) {
         auto rb = io::parse_record(io::encode(r));
         REQUIRE(rb.ok());
         CHECK(io::encode(*rb) == io::encode(r));
