@@ -21,6 +21,7 @@ constexpr key_spec k_schema[] = {
     {"server.drain_timeout_ms", integer, "30000", 0, 3600000, "", "time in-flight requests get on SIGTERM"},
     {"server.ws_write_queue", integer, "256", 1, 65536, "", "events buffered per WebSocket before the slowest stream is cancelled"},
     {"server.timing_log", string, "", 0, 0, "", "per-request JSONL timing log path; empty = off"},
+    {"server.malloc_arenas", integer, "1", 0, 64, "", "glibc malloc arenas (M_ARENA_MAX) set at start-up; 0 = glibc's default (8 per core)"},
     {"server.trace", string, "", 0, 0, "", "record inputs and actor messages to this JSONL trace from start-up (implies runtime.recordable); empty = off"},
 
     {"runtime.max_inflight", integer, "2", 1, 2, "", "device jobs in flight per session (ping/pong)"},
