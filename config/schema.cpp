@@ -22,6 +22,7 @@ constexpr key_spec k_schema[] = {
     {"server.ws_write_queue", integer, "256", 1, 65536, "", "events buffered per WebSocket before the slowest stream is cancelled"},
     {"server.timing_log", string, "", 0, 0, "", "per-request JSONL timing log path; empty = off"},
     {"server.malloc_arenas", integer, "1", 0, 64, "", "glibc malloc arenas (M_ARENA_MAX) set at start-up; 0 = glibc's default (8 per core)"},
+    {"server.malloc_trim_s", integer, "10", 0, 86400, "", "return freed heap pages to the system every N seconds (malloc_trim); 0 = never"},
     {"server.trace", string, "", 0, 0, "", "record inputs and actor messages to this JSONL trace from start-up (implies runtime.recordable); empty = off"},
 
     {"runtime.max_inflight", integer, "2", 1, 2, "", "device jobs in flight per session (ping/pong)"},

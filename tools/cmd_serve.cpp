@@ -186,7 +186,16 @@ int run_serve(const serve_options& o) {
     }
     {
         std::unique_lock lock(mutex);
-        cv.wait(lock, [&] { return stop_requested; });
+        // The main thread idles until a signal; meanwhile it hands freed heap pages
+        // back to the system now and then (server.malloc_trim_s; docs/decisions.md).
+        const auto trim_every = std::chrono::seconds(cfg->integer("server.malloc_trim_s"));
+        while (!stop_requested) {
+            if (trim_every.count() == 0) {
+                cv.wait(lock, [&] { return stop_requested; });
+            } else if (!cv.wait_for(lock, trim_every, [&] { return stop_requested; })) {
+                ::malloc_trim(0);
+            }
+        }
     }
     server.drain();
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(cfg->integer("server.drain_timeout_ms"));
