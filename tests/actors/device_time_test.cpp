@@ -14,46 +14,9 @@ using calserve::test::recording_sink;
 namespace {
 
 // A deterministic engine on a calbin package: device jobs take modelled time.
-struct sim_engine {
-    sim_engine() : rt(run_mode::deterministic, 1) {
-        auto cfg = config::load(std::nullopt, {"log.level=warn"});
-        REQUIRE(cfg.ok());
-        engine_setup setup;
-        setup.package_dir = calserve::test::test_package_dir("tiny-dense-1chip");
-        setup.metrics = &metrics;
-        auto e = serving_engine::create(rt, *cfg, setup);
-        if (!e) FAIL("engine: " << e.error().what());
-        engine = std::move(e.value());
-        rt.run_until_idle();
-        while (engine->device_state() != device_health::ready && rt.advance_to_next_timer()) {
-        }
-        REQUIRE(engine->device_state() == device_health::ready);
-    }
-    ~sim_engine() {
-        rt.stop();
-        engine.reset();
-    }
-    void run_until_done() {
-        rt.run_until_idle();
-        while (engine->in_flight() > 0 && rt.advance_to_next_timer()) {
-        }
-        rt.run_until_idle();
-    }
-    metrics::registry registry;
-    calserve_metrics metrics{registry};
-    runtime rt;
-    std::unique_ptr<serving_engine> engine;
+struct sim_engine : calserve::test::engine_harness {
+    sim_engine() : engine_harness(calserve::test::on_package, {"log.level=warn"}) {}
 };
-
-generation_request greedy(std::string id, std::vector<token_id> prompt, std::int64_t max_tokens) {
-    generation_request g;
-    g.id = std::move(id);
-    g.prompt = std::move(prompt);
-    g.max_tokens = max_tokens;
-    g.sampling.temperature = 0;
-    g.ignore_eos = true;
-    return g;
-}
 
 }  // namespace
 
@@ -64,7 +27,7 @@ TEST_CASE("device time per request: one step per token, summing to the device bu
     for (int i = 0; i < 3; ++i) {
         sinks.push_back(std::make_shared<recording_sink>());
         auto prompt = calserve::test::random_prompt(40 + i, 8 + 4 * i);
-        REQUIRE(h.engine->submit(greedy("d" + std::to_string(i), prompt, 5 + i), sinks.back()).ok());
+        REQUIRE(h.engine->submit(h.greedy("d" + std::to_string(i), prompt, 5 + i), sinks.back()).ok());
     }
     h.run_until_done();
     double device_total = 0;
@@ -93,7 +56,7 @@ TEST_CASE("device time per request: one step per token, summing to the device bu
 TEST_CASE("device time is zero for a request cancelled before any job ran", "[engine][timing]") {
     sim_engine h;
     auto sink = std::make_shared<recording_sink>();
-    REQUIRE(h.engine->submit(greedy("c0", calserve::test::random_prompt(7, 6), 4), sink).ok());
+    REQUIRE(h.engine->submit(h.greedy("c0", calserve::test::random_prompt(7, 6), 4), sink).ok());
     h.engine->cancel("c0");
     h.run_until_done();
     REQUIRE(sink->finishes == 1);

@@ -37,9 +37,17 @@ struct recording_sink : actors::generation_sink {
     }
 };
 
+// Selects the sim backend: a calbin package on the simulated NPU with its
+// latency model (virtual time advances as the device would).
+struct on_package_t {
+    explicit on_package_t() = default;
+};
+inline constexpr on_package_t on_package{};
+
 struct engine_harness {
     explicit engine_harness(std::vector<std::string> overrides = {}, actors::run_mode mode = actors::run_mode::deterministic,
                             const std::string& preset = "tiny-dense");
+    engine_harness(on_package_t, std::vector<std::string> overrides, const std::string& package_preset = "tiny-dense-1chip");
     ~engine_harness();
     // Runs virtual time until every submitted request finished (or `limit` virtual seconds pass).
     void run_until_done(double limit_s = 600);
@@ -49,6 +57,9 @@ struct engine_harness {
     actors::calserve_metrics metrics{registry};
     actors::runtime rt;
     std::unique_ptr<actors::serving_engine> engine;
+
+private:
+    void open(const std::vector<std::string>& overrides, actors::engine_setup setup, actors::run_mode mode);
 };
 
 }  // namespace calserve::test

@@ -217,29 +217,8 @@ TEST_CASE("fault matrix: reset_fail beyond the limit makes the device dead", "[e
 
 // A deterministic engine on the simulated NPU with its latency model (a calbin
 // package, sim backend), so virtual time advances as the device would.
-struct paced_harness {
-    paced_harness() : rt(run_mode::deterministic, 1) {
-        auto cfg = config::load(std::nullopt, {"log.level=warn"});
-        REQUIRE(cfg.ok());
-        engine_setup setup;
-        setup.package_dir = calserve::test::test_package_dir("tiny-dense-1chip");
-        setup.metrics = &metrics;
-        auto e = serving_engine::create(rt, *cfg, setup);
-        if (!e) FAIL("engine: " << e.error().what());
-        engine = std::move(e.value());
-        rt.run_until_idle();
-        while (engine->device_state() != device_health::ready && rt.advance_to_next_timer()) {
-        }
-        REQUIRE(engine->device_state() == device_health::ready);
-    }
-    ~paced_harness() {
-        rt.stop();
-        engine.reset();
-    }
-    metrics::registry registry;
-    calserve_metrics metrics{registry};
-    runtime rt;
-    std::unique_ptr<serving_engine> engine;
+struct paced_harness : calserve::test::engine_harness {
+    paced_harness() : engine_harness(calserve::test::on_package, {"log.level=warn"}) {}
 };
 
 // Recovery latency in virtual time: a ccu_exception injected after a token, measured

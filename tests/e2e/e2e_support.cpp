@@ -58,8 +58,8 @@ std::filesystem::path socket_path(const std::string& name) {
     return dir / "ctl.sock";
 }
 
-std::pair<std::string, int> ctl(const std::filesystem::path& socket, const std::string& args) {
-    std::string cmd = calserve_binary().string() + " ctl --socket " + socket.string() + " --json " + args + " 2>&1";
+std::pair<std::string, int> run_calserve(const std::string& args) {
+    std::string cmd = calserve_binary().string() + " " + args + " 2>&1";
     std::FILE* p = ::popen(cmd.c_str(), "r");
     if (!p) return {"", -1};
     std::string out;
@@ -67,6 +67,10 @@ std::pair<std::string, int> ctl(const std::filesystem::path& socket, const std::
     while (auto n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
     int rc = ::pclose(p);
     return {out, WIFEXITED(rc) ? WEXITSTATUS(rc) : -1};
+}
+
+std::pair<std::string, int> ctl(const std::filesystem::path& socket, const std::string& args) {
+    return run_calserve("ctl --socket " + socket.string() + " --json " + args);
 }
 
 json::object ctl_result(const std::filesystem::path& socket, const std::string& args) {

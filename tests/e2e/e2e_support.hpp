@@ -29,6 +29,9 @@ std::string reference_text(std::uint16_t port, const std::vector<std::int32_t>& 
 // A fresh 0700 directory for a control socket; returns the socket path in it.
 std::filesystem::path socket_path(const std::string& name);
 
+// Runs `calserve ARGS` (stderr folded into stdout); returns its output and exit code.
+std::pair<std::string, int> run_calserve(const std::string& args);
+
 // Runs `calserve ctl --socket S --json ARGS`; returns its output and exit code.
 std::pair<std::string, int> ctl(const std::filesystem::path& socket, const std::string& args);
 

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include "tests/e2e/daemon.hpp"
+#include "tests/e2e/e2e_support.hpp"
 #include "tests/support/model_support.hpp"
 #include "tests/support/test_paths.hpp"
 
@@ -17,16 +18,6 @@ using namespace calserve;
 using namespace calserve::test;
 
 namespace {
-
-std::pair<std::string, int> run(const std::string& cmd) {
-    std::FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-    if (!p) return {"", -1};
-    std::string out;
-    char buf[4096];
-    while (auto n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-    const int rc = ::pclose(p);
-    return {out, WIFEXITED(rc) ? WEXITSTATUS(rc) : -1};
-}
 
 // The integer after `key=` on the line starting with `line_start`, or -1.
 long long field(const std::string& out, const std::string& line_start, const std::string& key) {
@@ -38,11 +29,8 @@ long long field(const std::string& out, const std::string& line_start, const std
 }  // namespace
 
 TEST_CASE("soak --real: a short run with faults keeps every request accounted for and KV back at 0", "[e2e]") {
-    auto dir = scratch_dir("real-soak") / "run";
-    std::filesystem::create_directories(dir);
-    std::filesystem::permissions(dir, std::filesystem::perms::owner_all, std::filesystem::perm_options::replace);
-    const auto sock = dir / "ctl.sock";
-    const auto samples = dir / "samples.jsonl";
+    const auto sock = socket_path("real-soak");
+    const auto samples = sock.parent_path() / "samples.jsonl";
     // A paced device keeps requests in flight long enough for faults to meet them, and a
     // short device wait bound keeps an injected wait_timeout from stalling the whole run.
     daemon_process d({"--package", test_package_dir("tiny-dense-1chip").string(), "--set", "log.level=error", "--set",
@@ -51,11 +39,11 @@ TEST_CASE("soak --real: a short run with faults keeps every request accounted fo
     REQUIRE(d.started());
 
     // Seed 3's plan arms a fault every 1.5 s on average (the plan is printed first).
-    const std::string cmd = calserve_binary().string() + " soak --real --url http://127.0.0.1:" +
+    const std::string cmd = "soak --real --url http://127.0.0.1:" +
                             std::to_string(d.port()) + " --control-socket " + sock.string() +
                             " --duration 8s --concurrency 4 --seed 3 --sample-interval 500ms --warmup 25% --out " +
                             samples.string();
-    auto [out, rc] = run(cmd);
+    auto [out, rc] = run_calserve(cmd);
     INFO(out);
     CHECK(rc == 0);
     CHECK(out.find("verdict: ok") != std::string::npos);

@@ -22,17 +22,6 @@ using namespace calserve::test;
 
 namespace {
 
-std::pair<std::string, int> run(const std::string& args) {
-    std::string cmd = calserve_binary().string() + " " + args + " 2>&1";
-    std::FILE* p = ::popen(cmd.c_str(), "r");
-    if (!p) return {"", -1};
-    std::string out;
-    char buf[4096];
-    while (auto n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-    int rc = ::pclose(p);
-    return {out, WIFEXITED(rc) ? WEXITSTATUS(rc) : -1};
-}
-
 // A streaming request that either reads to the end or hangs up after the headers; returns the HTTP status.
 unsigned stream_request(std::uint16_t port, const std::string& body, bool hang_up) {
     asio::io_context ioc;
@@ -135,7 +124,7 @@ TEST_CASE("serve --trace records a faulted concurrent run that replays identical
     CHECK(file->messages.size() == file->end->messages);
     CHECK_FALSE(file->fires.empty());  // the armed faults fired, and the trace says when
 
-    auto [out, rc] = run("replay " + trace);
+    auto [out, rc] = run_calserve("replay " + trace);
     INFO(out);
     CHECK(rc == 0);
     CHECK_THAT(out, Catch::Contains("identical (" + std::to_string(file->messages.size()) + " messages, " +
@@ -143,7 +132,7 @@ TEST_CASE("serve --trace records a faulted concurrent run that replays identical
 
     auto mutated = (scratch_dir("trace-e2e") / "mutated.jsonl").string();
     auto seq = mutate_middle_message(trace, mutated);
-    auto [bad, bad_rc] = run("replay " + mutated);
+    auto [bad, bad_rc] = run_calserve("replay " + mutated);
     INFO(bad);
     CHECK(bad_rc == 1);
     CHECK_THAT(bad, Catch::Contains("diverged at sequence " + std::to_string(seq) + " "));
@@ -193,7 +182,7 @@ TEST_CASE("trace.start and trace.stop record a window of a running daemon that r
     std::size_t submits = 0;
     for (const auto& in : file->inputs) submits += std::holds_alternative<io::trace_submit>(in);
     CHECK(submits == 8);
-    auto [out, rc] = run("replay " + trace);
+    auto [out, rc] = run_calserve("replay " + trace);
     INFO(out);
     CHECK(rc == 0);
     CHECK_THAT(out, Catch::Contains("identical (" + std::to_string(file->messages.size()) + " messages, "));
