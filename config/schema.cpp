@@ -34,6 +34,10 @@ constexpr key_spec k_schema[] = {
     {"runtime.kv_wait_ms", integer, "5000", 0, 3600000, "", "longest wait for KV room before 429"},
     {"runtime.progress_timeout_ms", integer, "30000", 0, 86400000, "", "watchdog: /health unhealthy when admitted work makes no token progress this long; 0 = off"},
     {"runtime.recordable", boolean, "false", 0, 0, "", "run the actors on one real-time-driven deterministic thread so traces replay exactly (control socket trace.start)"},
+    {"runtime.max_batch", integer, "0", 0, 256, "", "most sequences in one decode job; 0 = the largest decode batch profile of the package"},
+    {"runtime.kv_policy", string, "on_demand", 0, 0, "on_demand|reserve", "KV budgeting: on_demand reserves prompt + runtime.kv_step_tokens and grows (preempting by recompute when full); reserve holds prompt + max_tokens from admission"},
+    {"runtime.kv_step_tokens", integer, "64", 1, 1048576, "", "on_demand: tokens of decode room reserved beyond the prompt, and the growth step"},
+    {"runtime.kv_blocks", integer, "0", 0, k_big, "", "cap on KV blocks the scheduler uses; 0 = all the package holds"},
     {"runtime.default_max_tokens", integer, "256", 1, 1048576, "", "max_tokens when a request gives none"},
 
     {"device.wait_timeout_ms", integer, "10000", 1, 3600000, "", "device Wait() bound"},
