@@ -57,9 +57,15 @@ inline constexpr std::array<transition<device_health>, 14> k_device_health_table
     {device_health::ready, device_health::resetting},
 }};
 
+// A decode program of the package: its batch size (profile) and exact name.
+struct decode_profile {
+    std::int64_t batch = 1;
+    std::string submodel;
+};
+
 struct device_actor_options {
     std::string prefill_submodel;
-    std::string decode_submodel;
+    std::vector<decode_profile> decode_profiles;            // ascending batch; at least batch 1
     std::chrono::nanoseconds wait_timeout{std::chrono::seconds(10)};
     std::chrono::nanoseconds kv_apply_timeout{std::chrono::seconds(1)};
     int reset_limit = 3;
@@ -91,12 +97,16 @@ private:
     void on(da_reset_step& m);
 
     void_result fill_and_submit(const job_ptr& job);
+    void_result fill_prefill(const job_ptr& job);
+    void_result fill_decode(const job_ptr& job);
+    void submit_wait(const job_ptr& job, device::job_id id);
     void finish_job(const job_ptr& job, const device::job_result& r);
     void fail_job(const job_ptr& job, const error_info& e, int attempt);
     void fault(const error_info& e);
     void start_golden();
     bool move_to(device_health next);
     const std::string& submodel_of(const job_ptr& job) const;
+    const decode_profile* profile_for(std::int64_t rows) const;
     void sync_fault_metrics();
 
     std::shared_ptr<device::device> dev_;

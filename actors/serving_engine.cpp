@@ -49,6 +49,25 @@ struct serving_engine::watch {
 
 namespace {
 
+// The package's decode programs by batch size, ascending (one per size).
+std::vector<decode_profile> decode_profiles_of(const device::package_spec& spec) {
+    std::vector<decode_profile> out;
+    for (const auto& sm : spec.submodels) {
+        if (sm.kind != device::submodel_kind::decode) continue;
+        if (std::any_of(out.begin(), out.end(), [&](const decode_profile& p) { return p.batch == sm.batch; })) continue;
+        out.push_back({std::max<std::int64_t>(1, sm.batch), sm.name});
+    }
+    std::sort(out.begin(), out.end(), [](const decode_profile& a, const decode_profile& b) { return a.batch < b.batch; });
+    return out;
+}
+
+// The profile a batch of `rows` runs in (the smallest that holds it).
+std::int64_t pick_profile_batch(const std::vector<decode_profile>& profiles, std::int64_t rows) {
+    for (const auto& p : profiles)
+        if (p.batch >= rows) return p.batch;
+    return 0;
+}
+
 // Forwards to the client's sink and tells the watchdog that tokens are flowing.
 class progress_sink final : public generation_sink {
 public:
@@ -133,8 +152,14 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
     for (auto id : tokenizer_->eos_token_ids()) eos_ids_.push_back(id);
 
     const auto* prefill = spec->first_of(device::submodel_kind::prefill);
-    const auto* decode = spec->first_of(device::submodel_kind::decode);
-    if (!prefill || !decode) return make_error(status::submodel_not_found, "package needs a prefill and a decode submodel");
+    auto profiles = decode_profiles_of(*spec);
+    if (!prefill || profiles.empty() || profiles.front().batch != 1)
+        return make_error(status::submodel_not_found, "package needs a prefill and a batch-1 decode submodel");
+    // runtime.max_batch caps the rows per job; profiles above it are never used.
+    std::int64_t max_batch = cfg.integer("runtime.max_batch");
+    if (max_batch <= 0 || max_batch > profiles.back().batch) max_batch = profiles.back().batch;
+    const std::int64_t top = pick_profile_batch(profiles, max_batch);
+    std::erase_if(profiles, [&](const decode_profile& p) { return p.batch > top; });
 
     card_.name = setup.model_name.empty() ? (cpu ? setup.model_dir : setup.package_dir).filename().string() : setup.model_name;
     card_.usable_context = std::min({spec->context, slot_context, tokenizer_->model_max_length()});
@@ -146,7 +171,7 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
 
     device_actor_options dopt;
     dopt.prefill_submodel = prefill->name;
-    dopt.decode_submodel = decode->name;
+    dopt.decode_profiles = profiles;
     dopt.wait_timeout = std::chrono::milliseconds(cfg.integer("device.wait_timeout_ms"));
     dopt.kv_apply_timeout = std::chrono::seconds(1);
     dopt.reset_limit = int(cfg.integer("device.reset_limit"));
@@ -156,16 +181,24 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
     bopt.max_running = max_running_;
     bopt.policy.prefill_budget = int(cfg.integer("runtime.prefill_budget"));
     bopt.kv_wait = std::chrono::milliseconds(cfg.integer("runtime.kv_wait_ms"));
+    bopt.policy.max_batch = int(max_batch);
+    bopt.kv = cfg.string("runtime.kv_policy") == "reserve" ? kv_policy::reserve : kv_policy::on_demand;
+    bopt.kv_step_tokens = cfg.integer("runtime.kv_step_tokens");
     auto kv_info = spec->kv;
     std::int64_t block_tokens = std::max<std::int64_t>(1, kv_info.block_tokens);
     std::int64_t blocks = kv_info.capacity_tokens() / block_tokens;
+    if (auto cap = cfg.integer("runtime.kv_blocks"); cap > 0) blocks = std::min(blocks, cap);
+    bopt.kv_block_tokens = block_tokens;
+    sampler_options sopt;
+    sopt.threads = int(cfg.integer("runtime.sampler_threads"));
+    sopt.faults = faults_;
 
     auto reg = registry_;
     device_actor_ = spawn<device_actor>(rt, device_, dopt, metrics_);
     kv_ = spawn<kv_manager_actor>(rt, blocks, block_tokens, metrics_);
     tick_ = spawn<batch_tick_actor>(rt, bopt, metrics_);
     session_ = spawn<chip_session_actor>(rt, [reg](sequence_id s) { return reg->find(s); }, metrics_);
-    sampler_ = spawn<sampler_actor>(rt, metrics_);
+    sampler_ = spawn<sampler_actor>(rt, sopt, metrics_);
     device_actor_.lock()->wire(session_, kv_);
     tick_.lock()->wire(session_, kv_, device_actor_);
     session_.lock()->wire(tick_, device_actor_, sampler_);
@@ -179,8 +212,12 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
     watch_->mailboxes.add(probe_of(sampler_, "sampler"));
     if (rt.mode() == run_mode::threaded && watch_->progress.bound().count() > 0)
         start_watch(std::max<std::chrono::nanoseconds>(watch_->progress.bound() / 2, std::chrono::milliseconds(100)));
-    spdlog::info("engine: model '{}' on {} backend, usable context {}, KV {} blocks of {} tokens, max_inflight {}",
-                 card_.name, card_.backend, card_.usable_context, blocks, block_tokens, bopt.max_inflight);
+    std::string batches;
+    for (const auto& p : profiles) batches += (batches.empty() ? "" : ",") + std::to_string(p.batch);
+    spdlog::info("engine: model '{}' on {} backend, usable context {}, KV {} blocks of {} tokens ({}), max_inflight {}, "
+                 "decode batches {} (max_batch {})",
+                 card_.name, card_.backend, card_.usable_context, blocks, block_tokens, cfg.string("runtime.kv_policy"),
+                 bopt.max_inflight, batches, max_batch);
     return {};
 }
 
@@ -209,7 +246,7 @@ void_result serving_engine::submit(generation_request request, std::shared_ptr<g
     seq->tokens = std::move(request.prompt);
     seq->prompt_len = std::int64_t(seq->tokens.size());
     seq->max_tokens = request.max_tokens;
-    seq->kv_tokens = need;
+    seq->full_tokens = need;  // the BatchTick sets kv_tokens (the reservation) by runtime.kv_policy
     seq->params = std::move(request.sampling);
     seq->rng = model::request_rng(model::request_rng::derive_seed(seq->params.seed, seq->seq));
     seq->arrived = rt_->now();

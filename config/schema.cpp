@@ -37,6 +37,7 @@ constexpr key_spec k_schema[] = {
     {"runtime.max_batch", integer, "0", 0, 256, "", "most sequences in one decode job; 0 = the largest decode batch profile of the package"},
     {"runtime.kv_policy", string, "on_demand", 0, 0, "on_demand|reserve", "KV budgeting: on_demand reserves prompt + runtime.kv_step_tokens and grows (preempting by recompute when full); reserve holds prompt + max_tokens from admission"},
     {"runtime.kv_step_tokens", integer, "64", 1, 1048576, "", "on_demand: tokens of decode room reserved beyond the prompt, and the growth step"},
+    {"runtime.sampler_threads", integer, "2", 1, 64, "", "threads sampling the rows of one decode batch (the Sampler actor included)"},
     {"runtime.kv_blocks", integer, "0", 0, k_big, "", "cap on KV blocks the scheduler uses; 0 = all the package holds"},
     {"runtime.default_max_tokens", integer, "256", 1, 1048576, "", "max_tokens when a request gives none"},
 

@@ -71,6 +71,9 @@ struct configure_report {
     std::vector<memory_usage> memory;
 };
 
+// A row of a batched job that carries no sequence (padding up to the profile's batch).
+inline constexpr seq_id k_padding_row = ~seq_id{0};
+
 // Called exactly once per wait_async: the job's result, or wait_timeout.
 using completion_callback = std::function<void(result<job_result>)>;
 
@@ -105,6 +108,17 @@ public:
     // --- jobs (infer, Wait) ---
     // Non-blocking: validates, snapshots the slot's inputs and queues the job.
     virtual result<job_id> infer(std::string_view submodel, slot s, seq_id sequence) = 0;
+    // Batched decode: rows.size() == the submodel's batch; row b carries rows[b] or k_padding_row.
+    virtual result<job_id> infer_rows(std::string_view submodel, slot s, std::span<const seq_id> rows) {
+        if (rows.size() == 1) return infer(submodel, s, rows[0]);
+        return make_error(status::unsupported, "this backend has no batched decode");
+    }
+    // CSR of row `row` of a batched submodel (row 0 = write_csr).
+    virtual void_result write_csr_row(std::string_view submodel, slot s, std::string_view csr, std::int64_t row,
+                                      std::uint32_t value) {
+        if (row == 0) return write_csr(submodel, s, csr, value);
+        return make_error(status::unsupported, "this backend has no batched decode");
+    }
     // Blocks the caller (or drives virtual time) until the job completes or `limit` passes.
     virtual result<job_result> wait(job_id job, timeout limit) = 0;
     // Never blocks: `done` is called once, from the backend's timer/worker thread.

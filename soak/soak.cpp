@@ -55,6 +55,14 @@ plan make_plan(std::mt19937_64& rng) {
                    // 0 means "unpaced" on the cpu backend and "the latency model" (-1) on a package.
                    "device.sim.step_ms=" + [](int v) { return v == 0 ? std::string("-1") : std::to_string(v); }(pick({0, 1, 4, 15})),
                    "device.sim.d2h_ms=" + std::to_string(pick({0, 1, 2}))};
+    // Batching and KV: decode batches up to 1, 4 or 16 rows; on-demand KV (sometimes capped so
+    // that running sequences are preempted and re-prefilled) or the whole sequence reserved.
+    const bool on_demand = u(rng) < 0.75;
+    p.overrides.push_back("runtime.max_batch=" + std::to_string(pick({1, 4, 16})));
+    p.overrides.push_back(std::string("runtime.kv_policy=") + (on_demand ? "on_demand" : "reserve"));
+    p.overrides.push_back("runtime.kv_step_tokens=" + std::to_string(pick({8, 16, 64})));
+    p.overrides.push_back("device.sim.kv_block_tokens=16");
+    p.overrides.push_back("runtime.kv_blocks=" + std::to_string(pick({0, 12, 24})));
     return p;
 }
 
@@ -226,7 +234,7 @@ void print_report(const sim_report& r, std::ostream& out) {
     out << "soak: submitted=" << r.submitted << " rejected=" << r.rejected << " cancels=" << r.cancels
         << " slow_consumers=" << r.slow_consumers << " slow_cancels=" << r.slow_cancels
         << " fault_arms=" << r.arms << " faults_fired=" << r.faults_fired << " device_resets=" << r.device_resets
-        << "\n  finished: stop=" << r.finished[0] << " length=" << r.finished[1] << " cancelled=" << r.finished[2]
+        << " preemptions=" << r.preemptions << "\n  finished: stop=" << r.finished[0] << " length=" << r.finished[1] << " cancelled=" << r.finished[2]
         << " timeout=" << r.finished[3] << " error=" << r.finished[4] << " greedy_checked=" << r.greedy_checked
         << " messages=" << r.messages << " virtual_s=" << double(r.end_ns) / 1e9 << "\n";
     for (const auto& v : r.violations) out << "  VIOLATION " << v << "\n";
