@@ -1,6 +1,7 @@
 // Fault registry: arming, matching and counting (see fault_points.hpp).
 #include "device/fault_points.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace calserve::device {
@@ -105,7 +106,9 @@ std::size_t fault_registry::clear_id(std::uint64_t arm_id) {
 bool fault_registry::matches(const fault_match& m, const fault_site& site) const {
     if (m.chip && (*m.chip >= 32 || (site.chip_mask & (1u << *m.chip)) == 0)) return false;
     if (m.submodel && *m.submodel != site.submodel) return false;
-    if (m.sequence && site.sequence != m.sequence) return false;
+    if (m.sequence && site.sequence != m.sequence &&
+        std::find(site.sequences.begin(), site.sequences.end(), *m.sequence) == site.sequences.end())
+        return false;
     if (m.request && site.request != m.request) return false;
     return true;
 }

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -90,11 +91,14 @@ result<fault_spec> make_fault_spec(std::string_view point, std::string_view mode
                                    double probability, std::uint64_t seed, double delay_ms, fault_match match);
 
 // Where a check happens. chip_mask 0 = chip unknown (a chip match then fails).
+// A batched job names its first live row in `sequence` and all its live rows in
+// `sequences`: a sequence match fires when any of them matches.
 struct fault_site {
     std::uint32_t chip_mask = 0;
     std::string_view submodel;
     std::optional<std::uint64_t> sequence;
     std::optional<std::uint64_t> request;
+    std::span<const std::uint64_t> sequences = {};
 };
 
 struct fault_fire {

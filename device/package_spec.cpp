@@ -29,7 +29,9 @@ result<submodel_desc> convert(const model::package::submodel& sm, std::uint32_t 
     d.chip_mask = (1u << chips) - 1u;  // whole-graph tensor parallel: every chip runs every submodel
     d.workspace_bytes_per_chip = sm.workspace_bytes_per_chip;
     d.command_bytes_per_chip = sm.command_bytes_per_chip;
-    if (sm.batch != 1) return make_error(status::unsupported, sm.name + ": batch > 1 programs are not simulated yet");
+    if (sm.batch < 1) return make_error(status::package_invalid, sm.name + ": batch below 1");
+    if (sm.batch != 1 && d.kind == submodel_kind::prefill)
+        return make_error(status::unsupported, sm.name + ": batched prefill programs are not simulated");
     for (const auto& t : sm.inputs) {
         auto c = convert(t);
         if (!c) return c.error();
@@ -92,9 +94,11 @@ result<package_spec> package_spec_from(const model::package::package& pkg) {
     if (auto r = validate(spec); !r) return r.error();
     for (const auto& sm : spec.submodels) {
         for (const auto& t : sm.outputs) {
-            if (t.name == "logits" && t.elements() != spec.vocab_size)
+            if (t.name == "logits" && t.elements() != sm.batch * spec.vocab_size)
                 return make_error(status::shape_mismatch, sm.name + "/logits has " + std::to_string(t.elements()) +
-                                                              " elements, vocab is " + std::to_string(spec.vocab_size));
+                                                              " elements, batch x vocab is " +
+                                                              std::to_string(sm.batch) + " x " +
+                                                              std::to_string(spec.vocab_size));
         }
     }
     return spec;

@@ -113,10 +113,12 @@ void sim_device::reset_buffers() {
             for (std::size_t k = 0; k < sm.inputs.size(); ++k) b.inputs[k].assign(sm.inputs[k].bytes, std::byte{0});
             b.written.assign(sm.inputs.size(), false);
             b.written_bytes = 0;
-            b.csr_cur.reset();
-            b.csr_past.reset();
-            b.outputs.resize(sm.outputs.size());
-            for (std::size_t k = 0; k < sm.outputs.size(); ++k) b.outputs[k].assign(sm.outputs[k].bytes, std::byte{0});
+            const auto rows = static_cast<std::size_t>(std::max<std::int64_t>(1, sm.batch));
+            b.csr_cur.assign(rows, std::nullopt);
+            b.csr_past.assign(rows, std::nullopt);
+            // Host views of the outputs are allocated by the first job that completes: a
+            // package (the cpu backend's 16 decode profiles) may have many never used.
+            b.outputs.assign(sm.outputs.size(), {});
             b.output_valid = false;
         }
     }
