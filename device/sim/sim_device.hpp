@@ -55,6 +55,7 @@ struct sim_options {
     std::uint64_t dram_bytes_per_chip = 17179869184ULL;
     std::uint64_t sram_bytes_per_chip = 67108864ULL;
     std::int64_t kv_block_tokens = 256;
+    std::string cost_package;             // package whose figures drive the latency model; empty = the loaded one
     double slow_infer_default_ms = 0;     // slow_infer with delay_ms 0 adds 4 x the modelled step instead
     sim_scheduler* scheduler = nullptr;   // required, not owned; must outlive pending events' effects
     std::shared_ptr<fault_registry> faults;  // shared with the control socket; created when null
