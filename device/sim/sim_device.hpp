@@ -4,6 +4,8 @@
 //! Wait, KV allocate/apply/free/clear, reset/warm-up, per-chip memory accounting)
 //! and computes real numbers with the reference transformer (`model::causal_lm`,
 //! tensor-parallel over the package's chips), written to the output buffer as BF16.
+//! A batched decode job (`infer_rows`) runs one `decode_batch` over its live rows;
+//! padding rows are costed by the latency model and left zero in the logits.
 //!
 //! Time: the simulator does not own its clock. It is handed a `sim_scheduler`; with
 //! a virtual one (deterministic mode) the reference model runs inline in `infer()`
