@@ -66,8 +66,9 @@ std::optional<api_error> refusal_for(const beast::error_code& ec, const server_o
 }
 
 // An answer that ends the connection: Connection: close, the JSON error body.
+// Arguments by value and named at the call: no temporary may live across a suspension.
 asio::awaitable<void> send_refusal(beast::tcp_stream& stream, const http_server::impl& srv, unsigned version,
-                                   const api_error& e, const headers_list& extra = {}) {
+                                   api_error e, headers_list extra) {
     http::response<http::string_body> res;
     res.version(version == 10 ? 10 : 11);
     res.result(http_status_of(e));
@@ -144,12 +145,12 @@ asio::awaitable<after> on_request(std::shared_ptr<http_server::impl> srv, std::u
     http_exchange ex{srv, conn_id, *stream, buffer, req, steady_clock::now(), unix_now()};
     std::string_view target = req.target();
     if (target.substr(0, target.find('?')) == "/v1/ws") {
-        if (auto bad = ws_handshake_error(req)) {
-            co_await send_refusal(*stream, *srv, req.version(), bad->first, bad->second);
-            co_return after::close;
+        auto bad = ws_handshake_error(req);
+        if (!bad && !srv->authorized(req)) {
+            bad.emplace(api_error{status::unauthorized, {}, "missing or wrong API key"}, headers_list{});
         }
-        if (!srv->authorized(req)) {
-            co_await send_refusal(*stream, *srv, req.version(), api_error{status::unauthorized, {}, "missing or wrong API key"});
+        if (bad) {
+            co_await send_refusal(*stream, *srv, req.version(), bad->first, bad->second);
             co_return after::close;
         }
         st.upgraded = true;
@@ -178,7 +179,7 @@ asio::awaitable<after> serve_one(std::shared_ptr<http_server::impl> srv, std::ui
         auto refusal = refusal_for(ec, o);
         if (!refusal) co_return after::close;
         if (refusal->code == status::payload_too_large) srv->metrics.requests(actors::metrics::outcome::rejected).inc();
-        co_await send_refusal(*stream, *srv, 11, *refusal);
+        co_await send_refusal(*stream, *srv, 11, *refusal, {});
         co_return after::linger;
     }
     const auto& head = parser.get();
@@ -192,7 +193,7 @@ asio::awaitable<after> serve_one(std::shared_ptr<http_server::impl> srv, std::ui
                                 std::to_string(srv->max_connections) + "); retry later"};
     }
     if (refusal) {
-        co_await send_refusal(*stream, *srv, head.version(), *refusal);
+        co_await send_refusal(*stream, *srv, head.version(), *refusal, {});
         co_return parser.is_done() ? after::close : after::linger;
     }
     if (!parser.is_done()) {
@@ -210,7 +211,7 @@ asio::awaitable<after> serve_one(std::shared_ptr<http_server::impl> srv, std::ui
         if (bec) {
             auto body_refusal = refusal_for(bec, o);
             if (!body_refusal) co_return after::close;
-            co_await send_refusal(*stream, *srv, parser.get().version(), *body_refusal);
+            co_await send_refusal(*stream, *srv, parser.get().version(), *body_refusal, {});
             co_return after::linger;
         }
     }

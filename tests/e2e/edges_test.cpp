@@ -112,7 +112,9 @@ TEST_CASE("Streams cut by the drain timeout end with an error event; a second SI
                          {"max_tokens", 2000}, {"ignore_eos", true}};
         ws.write(asio::buffer(json::serialize(msg)));
     }
-    REQUIRE(wait_until([&] { return metric(port, "calserve_requests_running") == 4; }));
+    REQUIRE(wait_until([&] {
+        return metric(port, "calserve_requests_running") + metric(port, "calserve_requests_waiting") == 4;
+    }));
 
     d.signal(SIGTERM);
     REQUIRE(wait_until([&] { return ready_is(port, 503); }));  // the first one is being handled: draining
