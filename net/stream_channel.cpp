@@ -99,6 +99,17 @@ void stream_channel::mute(std::uint64_t stream) {
     muted_.insert(stream);
 }
 
+void stream_channel::discard(std::uint64_t stream) {
+    std::lock_guard lock(mutex_);
+    std::erase_if(queue_, [&](const stream_event& ev) {
+        if (ev.stream != stream) return false;
+        queued_bytes_ -= ev.bytes;
+        if (bytes_gauge_) bytes_gauge_->add(-double(ev.bytes));
+        if (ev.is_token()) --queued_tokens_;
+        return true;
+    });
+}
+
 void stream_channel::release(std::size_t bytes) {
     bool room = false;
     {

@@ -78,6 +78,9 @@ public:
     void close();
     // Starts dropping one stream's tokens (a cancelled WebSocket stream); its finish still arrives.
     void mute(std::uint64_t stream);
+    // Drops the queued events of one stream that the consumer has not taken yet (a
+    // WebSocket `started` queued before a submit that then failed).
+    void discard(std::uint64_t stream);
     // Consumer, on the strand: `bytes` of taken events are written (or dropped).
     void release(std::size_t bytes);
     // Consumer, on the strand: waits until the queued bytes are under the byte bound.

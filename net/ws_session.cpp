@@ -133,13 +133,18 @@ void ws_session::on_generate(const json::object& msg, std::string id) {
     st.rec.received_unix =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     req.gen.id = st.request_id;
+    // `started` goes first in the queue, ahead of the tokens the engine may push at once;
+    // a refused submit takes it back (nothing was taken meanwhile: this runs on the strand).
+    channel->push(stream_event{key, json::serialize(json::object{{"type", "started"}, {"id", id},
+                                                                 {"request_id", st.request_id}}),
+                               steady_clock::now()});
     auto submitted = srv->engine.submit(std::move(req.gen), std::make_shared<channel_sink>(channel, key));
     if (!submitted) {
+        channel->discard(key);
         srv->metrics.requests(actors::metrics::outcome::rejected).inc();
         reply_error(id, from_error_info(submitted.error()));
         return;
     }
-    reply(json::serialize(json::object{{"type", "started"}, {"id", id}, {"request_id", st.request_id}}));
     by_client_id.emplace(id, key);
     streams.emplace(key, std::move(st));
 }

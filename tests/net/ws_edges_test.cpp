@@ -174,3 +174,20 @@ TEST_CASE("Server stop with a grace period ends SSE and WebSocket streams with a
     stopper.join();
     REQUIRE(wait_until([&] { return f.engine.cancels().size() == 2; }));
 }
+
+TEST_CASE("WebSocket: a stream's `started` comes before its deltas", "[net][edges][ws]") {
+    server_fixture f;  // the fake engine emits tokens the moment it is submitted to
+    asio::io_context ioc;
+    ws_client ws(connect(ioc, f.port));
+    ws.handshake("127.0.0.1", "/v1/ws");
+    for (int i = 0; i < 20; ++i) {
+        INFO("try " << i);
+        ws.write(asio::buffer(std::string(R"({"type":"generate","id":"s","prompt":"x","max_tokens":3})")));
+        auto types = read_stream(ws);
+        CHECK(types.front() == "started");
+        CHECK(types.back() == "done");
+    }
+    f.engine.submit_failure = status::overloaded;  // a refused one: only its error
+    ws.write(asio::buffer(std::string(R"({"type":"generate","id":"r","prompt":"x"})")));
+    CHECK(read_stream(ws) == std::vector<std::string>{"error"});
+}
