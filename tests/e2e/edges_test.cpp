@@ -86,7 +86,7 @@ TEST_CASE("With the default cap under a low descriptor limit, extra connections 
     CHECK(file_text(log).find("backing off") == std::string::npos);
 }
 
-TEST_CASE("Streams cut by the drain timeout end with an error event; a second SIGTERM is logged",
+TEST_CASE("Streams cut by the drain timeout end with an error event and a second SIGTERM is logged",
           "[e2e][edges]") {
     auto log = scratch_dir("edges-drain") / "serve.log";
     daemon_process d(serve_args("tiny-dense-1chip", {"device.sim.step_ms=20", "server.drain_timeout_ms=1500"}),

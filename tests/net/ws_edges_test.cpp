@@ -38,7 +38,7 @@ double gauge(server_fixture& f, const std::string& name) {
 }
 }  // namespace
 
-TEST_CASE("WebSocket: a client that sends and never reads is pushed back; queued bytes stay bounded",
+TEST_CASE("WebSocket: a client that sends and never reads is pushed back and its queued bytes stay bounded",
           "[net][edges][ws]") {
     net::server_options o;
     o.ws_queue_bytes = 64 * 1024;
