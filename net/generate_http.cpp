@@ -96,6 +96,8 @@ struct generation {
     std::optional<actors::generation_result> result;
     bool overflowed = false;
     bool write_failed = false;
+    bool unframed = false;       // HTTP/1.0: the body is not chunked and ends at the close
+    bool shut_down = false;      // cut by server stop: ended with shutdown_error()
 };
 
 std::string sse(std::string_view json_text) {
@@ -141,14 +143,20 @@ std::string sse_batch(generation& g, std::vector<stream_event>& events, const st
             g.result = *r;
         }
     }
-    if (g.result) out += sse_tail(g);
+    if (g.result) {
+        out += sse_tail(g);
+    } else if (g.channel->shutting_down()) {  // the server is stopping: say so, then end the stream
+        g.shut_down = true;
+        out += sse(error_json(shutdown_error()));
+        out += "data: [DONE]\n\n";
+    }
     return out;
 }
 
 asio::awaitable<void> pump_sse(generation& g, beast::tcp_stream& stream) {
     std::vector<stream_event> events;
     std::vector<std::uint64_t> over;
-    while (!g.result) {
+    while (!g.result && !g.shut_down) {
         co_await g.channel->wait();
         if (cancelled_here(co_await asio::this_coro::cancellation_state)) co_return;
         events.clear();
@@ -163,9 +171,17 @@ asio::awaitable<void> pump_sse(generation& g, beast::tcp_stream& stream) {
         }
         const auto t0 = steady_clock::now();
         stream.expires_after(g.srv->options.write_timeout);
-        auto [ec, n] = co_await asio::async_write(stream, http::make_chunk(asio::buffer(out)),
-                                                  asio::as_tuple(use_awaitable));
-        (void)n;
+        beast::error_code ec;
+        if (g.unframed) {
+            auto [wec, n] = co_await asio::async_write(stream, asio::buffer(out), asio::as_tuple(use_awaitable));
+            (void)n;
+            ec = wec;
+        } else {
+            auto [wec, n] = co_await asio::async_write(stream, http::make_chunk(asio::buffer(out)),
+                                                       asio::as_tuple(use_awaitable));
+            (void)n;
+            ec = wec;
+        }
         stream.expires_never();
         const double flush = seconds_between(t0, steady_clock::now());
         g.rec.flush_s += flush;
@@ -186,6 +202,10 @@ asio::awaitable<void> pump_aggregate(generation& g) {
         events.clear();
         over.clear();
         g.channel->take(events, over);
+        if (g.channel->shutting_down() && events.empty()) {
+            g.shut_down = true;
+            co_return;
+        }
         if (!over.empty() && !g.overflowed) {
             g.overflowed = true;
             g.srv->engine.cancel(g.id);
@@ -203,6 +223,7 @@ asio::awaitable<void> pump_aggregate(generation& g) {
 
 // Shared ending: peer gone -> cancel; metrics, timing log.
 void finish_generation(generation& g, http_exchange& ex, bool peer_gone, unsigned http_status) {
+    g.srv->set_channel(ex.conn_id, nullptr);
     if (peer_gone || !g.result) {
         g.srv->engine.cancel(g.id);
         g.channel->close();
@@ -228,8 +249,10 @@ asio::awaitable<bool> respond_stream(generation& g, http_exchange& ex) {
     res.set(http::field::content_type, "text/event-stream");
     res.set(http::field::cache_control, "no-cache");
     res.set("X-Request-Id", g.id);
-    res.keep_alive(ex.req.keep_alive());
-    res.chunked(true);
+    // HTTP/1.0 has no chunked encoding: the events go unframed and the close ends them.
+    g.unframed = ex.req.version() < 11;
+    res.keep_alive(ex.req.keep_alive() && !g.unframed);
+    res.chunked(!g.unframed);
     http::response_serializer<http::empty_body> sr{res};
     ex.stream.expires_after(g.srv->options.write_timeout);
     auto [ec, n] = co_await http::async_write_header(ex.stream, sr, asio::as_tuple(use_awaitable));
@@ -240,7 +263,7 @@ asio::awaitable<bool> respond_stream(generation& g, http_exchange& ex) {
         auto which = co_await (pump_sse(g, ex.stream) || watch_peer(ex.stream, ex.buffer));
         peer_gone = which.index() == 1 || g.write_failed;
     }
-    if (!peer_gone) {
+    if (!peer_gone && !g.unframed) {
         ex.stream.expires_after(g.srv->options.write_timeout);
         auto [ec2, n2] = co_await asio::async_write(ex.stream, http::make_chunk_last(), asio::as_tuple(use_awaitable));
         (void)n2;
@@ -248,13 +271,20 @@ asio::awaitable<bool> respond_stream(generation& g, http_exchange& ex) {
         peer_gone = static_cast<bool>(ec2);
     }
     finish_generation(g, ex, peer_gone, 200);
-    co_return !peer_gone && res.keep_alive();
+    co_return !peer_gone && res.keep_alive() && !g.shut_down;
 }
 
 asio::awaitable<bool> respond_aggregate(generation& g, http_exchange& ex) {
     auto which = co_await (pump_aggregate(g) || watch_peer(ex.stream, ex.buffer));
     if (which.index() == 1) {
         finish_generation(g, ex, true, 499);
+        co_return false;
+    }
+    if (!g.result) {  // cut by server stop
+        auto e = shutdown_error();
+        ex.req.keep_alive(false);
+        co_await send_error(ex, e);
+        finish_generation(g, ex, false, map_status(e.code).http_status);
         co_return false;
     }
     const auto& r = *g.result;
@@ -315,6 +345,7 @@ asio::awaitable<bool> handle_generate(http_exchange& ex, api_kind kind) {
         api_error refusal = from_error_info(submitted.error());
         co_return co_await send_error(ex, refusal);
     }
+    srv.set_channel(ex.conn_id, g.channel);
     if (g.req.stream) co_return co_await respond_stream(g, ex);
     co_return co_await respond_aggregate(g, ex);
 }

@@ -122,7 +122,8 @@ asio::awaitable<bool> sync_route(http_exchange& ex) {
 asio::awaitable<bool> on_completions(http_exchange& ex) { return handle_generate(ex, api_kind::completion); }
 asio::awaitable<bool> on_chat(http_exchange& ex) { return handle_generate(ex, api_kind::chat); }
 
-// The whole HTTP surface. /v1/ws (WebSocket upgrade) is taken before dispatch.
+// The whole HTTP surface. /v1/ws (WebSocket upgrade) is taken before dispatch
+// (net/http_session.cpp). Every GET route also answers HEAD.
 constexpr route k_routes[] = {
     {http::verb::post, "/v1/completions", on_completions, false},
     {http::verb::post, "/v1/chat/completions", on_chat, false},
@@ -149,25 +150,36 @@ asio::awaitable<bool> send_response(http_exchange& ex, unsigned status_code, std
     res.body() = std::move(body);
     res.prepare_payload();
     ex.stream.expires_after(ex.server->options.write_timeout);
-    auto [ec, n] = co_await http::async_write(ex.stream, res, asio::as_tuple(asio::use_awaitable));
-    (void)n;
+    beast::error_code ec;
+    if (ex.req.method() == http::verb::head) {  // the GET answer's headers, Content-Length included, no body
+        http::response_serializer<http::string_body> sr{res};
+        auto [hec, n] = co_await http::async_write_header(ex.stream, sr, asio::as_tuple(asio::use_awaitable));
+        (void)n;
+        ec = hec;
+    } else {
+        auto [wec, n] = co_await http::async_write(ex.stream, res, asio::as_tuple(asio::use_awaitable));
+        (void)n;
+        ec = wec;
+    }
     ex.stream.expires_never();
     co_return !ec && res.keep_alive();
 }
 
 asio::awaitable<bool> send_error(http_exchange& ex, const api_error& e) {
-    co_return co_await send_response(ex, map_status(e.code).http_status, error_json(e));
+    co_return co_await send_response(ex, http_status_of(e), error_json(e));
 }
 
 asio::awaitable<bool> dispatch(http_exchange& ex) {
     std::string_view target = ex.req.target();
     std::string_view path = target.substr(0, target.find('?'));
+    // HEAD is answered by the GET route (send_response leaves the body out).
+    const auto method = ex.req.method() == http::verb::head ? http::verb::get : ex.req.method();
     const route* by_path = nullptr;
     const route* match = nullptr;
     for (const auto& r : k_routes) {
         if (r.path != path) continue;
         by_path = &r;
-        if (r.method == ex.req.method()) match = &r;
+        if (r.method == method) match = &r;
     }
     reply refusal;
     if (!match && by_path) {

@@ -7,9 +7,17 @@
 //
 // One reader coroutine (client messages) and one writer coroutine (the socket's
 // stream_channel) share the connection's strand. All streams of the socket share
-// one bounded channel (server.ws_write_queue token events): when it is full, the
-// stream whose token did not fit is cancelled with an error event; other sockets
-// have their own channels and are unaffected.
+// one bounded channel (server.ws_write_queue token events, and
+// server.ws_write_queue_bytes for everything queued and not yet written: tokens,
+// finishes and the replies to client messages): when it is full, the stream whose
+// token did not fit is cancelled with an error event, and the reader stops reading
+// client messages until the writer has drained below the byte bound, so a client
+// that sends and never reads is pushed back by TCP instead of growing our memory
+// (and, no longer read, its traffic no longer keeps the idle timer alive). Other
+// sockets have their own channels and are unaffected.
+//
+// Server stop: the channel is shut down; every running stream gets an `error`
+// (503 "server shutting down") and the socket a close frame 1001 (going away).
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/post.hpp>
@@ -125,13 +133,18 @@ void ws_session::on_generate(const json::object& msg, std::string id) {
     st.rec.received_unix =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     req.gen.id = st.request_id;
+    // `started` goes first in the queue, ahead of the tokens the engine may push at once;
+    // a refused submit takes it back (nothing was taken meanwhile: this runs on the strand).
+    channel->push(stream_event{key, json::serialize(json::object{{"type", "started"}, {"id", id},
+                                                                 {"request_id", st.request_id}}),
+                               steady_clock::now()});
     auto submitted = srv->engine.submit(std::move(req.gen), std::make_shared<channel_sink>(channel, key));
     if (!submitted) {
+        channel->discard(key);
         srv->metrics.requests(actors::metrics::outcome::rejected).inc();
         reply_error(id, from_error_info(submitted.error()));
         return;
     }
-    reply(json::serialize(json::object{{"type", "started"}, {"id", id}, {"request_id", st.request_id}}));
     by_client_id.emplace(id, key);
     streams.emplace(key, std::move(st));
 }
@@ -206,6 +219,9 @@ std::string ws_session::render(const stream_event& ev, std::vector<std::string>&
 asio::awaitable<void> ws_reader(ws_session& s) {
     beast::flat_buffer buf;
     for (;;) {
+        co_await s.channel->wait_room();  // back-pressure: nothing is read while the queue is full
+        auto cs = co_await asio::this_coro::cancellation_state;
+        if (cs.cancelled() != asio::cancellation_type::none) co_return;
         auto [ec, n] = co_await s.ws->async_read(buf, asio::as_tuple(use_awaitable));
         (void)n;
         if (ec) co_return;
@@ -214,10 +230,23 @@ asio::awaitable<void> ws_reader(ws_session& s) {
     }
 }
 
+// Server stop: every running stream ends with the shutdown error (queued as replies).
+void end_all_for_shutdown(ws_session& s) {
+    std::vector<std::uint64_t> keys;
+    for (const auto& [key, st] : s.streams) keys.push_back(key);
+    const auto e = shutdown_error();
+    for (auto key : keys) {
+        s.srv->engine.cancel(s.streams.at(key).request_id);
+        s.channel->mute(key);
+        s.end_stream(key, nullptr, &e);
+    }
+}
+
 asio::awaitable<void> ws_writer(ws_session& s) {
     std::vector<stream_event> events;
     std::vector<std::uint64_t> over;
     std::vector<std::string> extra;
+    bool closing = false;  // shutdown errors queued: close once they are written
     for (;;) {
         co_await s.channel->wait();
         auto cs = co_await asio::this_coro::cancellation_state;
@@ -225,6 +254,11 @@ asio::awaitable<void> ws_writer(ws_session& s) {
         events.clear();
         over.clear();
         s.channel->take(events, over);
+        if (events.empty() && over.empty() && closing) {
+            auto [ec] = co_await s.ws->async_close(websocket::close_code::going_away, asio::as_tuple(use_awaitable));
+            (void)ec;
+            co_return;
+        }
         for (auto key : over) {
             auto it = s.streams.find(key);
             if (it == s.streams.end()) continue;
@@ -246,6 +280,11 @@ asio::awaitable<void> ws_writer(ws_session& s) {
                 (void)n;
                 if (ec) co_return;
             }
+            s.channel->release(ev.bytes);
+        }
+        if (!closing && s.channel->shutting_down()) {
+            closing = true;
+            end_all_for_shutdown(s);  // queues the errors: the next take writes them, then the close
         }
     }
 }
@@ -267,7 +306,8 @@ asio::awaitable<void> run_websocket(std::shared_ptr<http_server::impl> srv, std:
             }
         });
     });
-    s.channel = std::make_shared<stream_channel>(exec, srv->options.write_queue);
+    s.channel = std::make_shared<stream_channel>(exec, srv->options.write_queue, srv->options.ws_queue_bytes,
+                                                 &srv->ws_queued_bytes);
     // Pings on an idle socket; a peer that stops reading stops answering them and is
     // closed after the idle timeout, which ends a write blocked on a silent client.
     websocket::stream_base::timeout limits{};
@@ -278,7 +318,11 @@ asio::awaitable<void> run_websocket(std::shared_ptr<http_server::impl> srv, std:
     s.ws->read_message_max(srv->options.max_body_bytes);
     s.ws->text(true);
     auto [ec] = co_await s.ws->async_accept(req, asio::as_tuple(use_awaitable));
-    if (!ec) co_await (ws_reader(s) || ws_writer(s));
+    if (!ec) {
+        srv->set_channel(conn_id, s.channel);
+        co_await (ws_reader(s) || ws_writer(s));
+        srv->set_channel(conn_id, nullptr);
+    }
     // The socket is gone or closing: cancel what is still running; its finish events are dropped.
     s.channel->close();
     for (auto& [key, st] : s.streams) {

@@ -9,6 +9,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <condition_variable>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <malloc.h>
 #include <optional>
@@ -30,6 +31,8 @@
 
 namespace calserve::tools {
 namespace {
+// How long streams cut by the end of the drain get to write their last error event.
+constexpr std::chrono::milliseconds k_stop_grace{2000};
 
 struct serve_options {
     std::string package_dir;
@@ -168,13 +171,26 @@ int run_serve(const serve_options& o) {
     std::condition_variable cv;
     bool stop_requested = false;
     boost::asio::signal_set signals(io, SIGINT, SIGTERM);
-    signals.async_wait([&](boost::system::error_code ec, int sig) {
+    // Re-armed after each signal, so a second one during the drain is said, not swallowed.
+    std::function<void(boost::system::error_code, int)> on_signal = [&](boost::system::error_code ec, int sig) {
         if (ec) return;
-        spdlog::info("serve: signal {}: draining", sig);
-        std::lock_guard lock(mutex);
-        stop_requested = true;
-        cv.notify_all();
-    });
+        bool again = false;
+        {
+            std::lock_guard lock(mutex);
+            again = stop_requested;
+            stop_requested = true;
+            cv.notify_all();
+        }
+        if (again) {
+            spdlog::warn("serve: signal {} during the drain: already draining, {} requests in flight; "
+                         "exiting when they finish or server.drain_timeout_ms passes",
+                         sig, front.in_flight());
+        } else {
+            spdlog::info("serve: signal {}: draining", sig);
+        }
+        signals.async_wait(on_signal);
+    };
+    signals.async_wait(on_signal);
     std::vector<std::thread> net_threads;
     std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> net_work;
     if (recordable) {
@@ -204,7 +220,9 @@ int run_serve(const serve_options& o) {
     auto left = front.in_flight();
     if (left > 0) spdlog::warn("serve: drain timeout with {} requests in flight", left);
     if (control_server) control_server->stop();
-    server.stop();
+    // Streams still running end with an error event (503 "server shutting down") and
+    // their proper end, so clients can tell the shutdown from a network failure.
+    server.stop(k_stop_grace);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let closing sockets flush
     if (recordable) {
         if (!trace_path.empty()) {

@@ -6,6 +6,8 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <string_view>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
@@ -38,11 +40,21 @@ bool ready(std::uint16_t port) {
 }
 }  // namespace
 
-daemon_process::daemon_process(std::vector<std::string> args) {
+daemon_process::daemon_process(std::vector<std::string> args, daemon_launch launch) {
     int out[2];
     if (::pipe(out) != 0) return;
     pid_ = ::fork();
     if (pid_ == 0) {
+        if (launch.nofile_limit > 0) {
+            rlimit rl{rlim_t(launch.nofile_limit), rlim_t(launch.nofile_limit)};
+            if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) ::_exit(126);
+        }
+        if (!launch.stderr_path.empty()) {
+            int err = ::open(launch.stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+            if (err < 0) ::_exit(126);
+            ::dup2(err, STDERR_FILENO);
+            ::close(err);
+        }
         ::dup2(out[1], STDOUT_FILENO);
         ::close(out[0]);
         ::close(out[1]);

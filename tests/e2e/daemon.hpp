@@ -8,9 +8,15 @@
 
 namespace calserve::test {
 
+// How the child is started beyond its arguments.
+struct daemon_launch {
+    std::string stderr_path;     // the child's stderr (its log) goes to this file; empty = inherited
+    long nofile_limit = 0;       // RLIMIT_NOFILE set in the child before exec; 0 = inherited
+};
+
 class daemon_process {
 public:
-    explicit daemon_process(std::vector<std::string> args);
+    explicit daemon_process(std::vector<std::string> args, daemon_launch launch = {});
     ~daemon_process();
     daemon_process(const daemon_process&) = delete;
     daemon_process& operator=(const daemon_process&) = delete;
