@@ -50,7 +50,8 @@ struct serve_options {
 
 result<std::filesystem::path> ensure_default_package(const std::string& preset) {
     auto dir = data_home() / "packages" / preset;
-    auto complete = [](const std::filesystem::path& d) { return std::filesystem::exists(d / "calserve-manifest.json"); };
+    // A package an older calserve wrote (other decode profiles) is rebuilt, not served.
+    auto complete = [&](const std::filesystem::path& d) { return model::package::pack_is_current(d, preset); };
     if (complete(dir)) return dir;
     auto tok = tokenizer_dir();
     if (!tok) return tok.error();

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <random>
 #include <vector>
@@ -50,7 +51,7 @@ struct step_fixture {
     std::vector<seq_view> views;
     std::vector<model::stream_decoder> decoders;
     std::vector<model::stop_matcher> matchers;
-    std::vector<net::response_builder> builders;
+    std::vector<std::unique_ptr<net::response_builder>> builders;
 
     explicit step_fixture(bool greedy) {
         auto loaded = model::tokenizer::load(tokenizer_dir());
@@ -80,8 +81,9 @@ struct step_fixture {
         for (std::size_t r = 0; r < k_rows && tok; ++r) {
             decoders.emplace_back(tok);
             matchers.emplace_back(std::vector<std::string>{"\n\n"});
-            builders.emplace_back(net::api_kind::completion, "cmpl-bench", "bench", false, job.rows[r]->params,
-                                  [](token_id) { return std::string(); });
+            builders.push_back(std::make_unique<net::response_builder>(
+                net::api_kind::completion, "cmpl-bench", "bench", false, job.rows[r]->params,
+                [](token_id) { return std::string(); }));
         }
     }
 };
@@ -105,7 +107,7 @@ void host_step(benchmark::State& state, bool greedy) {
             auto& seq = *f.job.rows[r];
             const token_id t = seq.tokens.back();
             auto flushed = f.matchers[r].push(f.decoders[r].push(t));
-            bytes += f.builders[r].token_chunk(generated_token{t, std::move(flushed.released), 0, {}}).size();
+            bytes += f.builders[r]->token_chunk(generated_token{t, std::move(flushed.released), 0, {}}).size();
             seq.tokens.resize(std::size_t(seq.prompt_len));  // keep the history short and constant
         }
     }
