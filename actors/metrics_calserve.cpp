@@ -100,7 +100,16 @@ calserve_metrics::calserve_metrics(registry& r)
       requests_recovered(r.add_counter("calserve_requests_recovered_total",
                                        "In-flight requests re-prefilled after a device fault that then continued.")
                              .get()),
-      requests_failed_total(make_failed(r)) {
+      requests_failed_total(make_failed(r)),
+      tokenize_jobs(r.add_counter("calserve_tokenize_jobs_total",
+                                  "Prompts tokenized (chat template + tokenizer) on the tokenize pool's threads.")
+                        .get()),
+      tokenize_bytes(r.add_counter("calserve_tokenize_bytes_total", "Prompt text bytes handed to the tokenizer.").get()),
+      tokenize_refused(r.add_counter("calserve_tokenize_refused_total",
+                                           "Prompts refused by their byte length alone, without tokenizing.")
+                                 .get()),
+      tokenize_queue(r.add_gauge("calserve_tokenize_queue", "Prompts waiting for or running on the tokenize pool.")
+                         .get()) {
     install_process_metrics(r);  // process_* from /proc/self, refreshed per scrape
 }
 

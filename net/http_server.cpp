@@ -51,6 +51,8 @@ server_options server_options::from_config(const config& c) {
     o.write_queue = static_cast<std::size_t>(c.integer("server.ws_write_queue"));
     o.timing_log = c.string("server.timing_log");
     o.default_max_tokens = c.integer("runtime.default_max_tokens");
+    o.tokenize_threads = static_cast<std::size_t>(c.integer("server.tokenize_threads"));
+    o.tokenize_queue = static_cast<std::size_t>(c.integer("server.tokenize_queue"));
     return o;
 }
 

@@ -47,6 +47,8 @@ struct server_options {
     std::chrono::seconds retry_after{1};            // Retry-After on 429/503
     std::chrono::seconds idle_timeout{60};          // keep-alive wait for the next request
     std::chrono::seconds write_timeout{30};         // one socket write to the client
+    std::size_t tokenize_threads = 2;               // prompt work off the network threads (tokenize_pool)
+    std::size_t tokenize_queue = 64;                // prompts waiting for it before 429
     // Fault injection (fault point client_stall), asked before each write of a stream's
     // events: nullopt = no fault; > 0 = the consumer stalls that many milliseconds first
     // (a slow client); <= 0 = the consumer vanishes (connection closed, request cancelled).
