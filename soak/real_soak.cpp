@@ -56,9 +56,9 @@ real_plan make_plan(std::uint64_t seed) {
     p.mean_fault_gap_s = 0.5 + 3.5 * unit();
     p.clear_every_s = 5 + 15 * unit();
     // Drawn last, so the plans of earlier versions keep their other values per seed.
-    p.mean_hostile_gap_s = 0.5 + 2.5 * unit();
+    p.mean_hostile_gap_s = 0.3 + 1.2 * unit();
     p.flood_max = pick({8, 16, 32});
-    p.hold_max_ms = pick({200, 800, 2000});
+    p.hold_max_ms = pick({200, 500, 1000});
     return p;
 }
 
@@ -222,12 +222,15 @@ void hostile_clients(shared_run& run) {
         std::lock_guard lock(run.mutex);
         ++run.report.health_misses;
     };
+    // Round robin from a seeded start, so a short run meets every kind.
+    const std::uint64_t kinds = run.opt.daemon_pid > 0 ? 3 : 2;
+    std::uint64_t next = rng() % kinds;
     while (!run.load_over()) {
         const double gap_s = std::exponential_distribution<double>(1.0 / run.plan.mean_hostile_gap_s)(rng);
         run.nap(milliseconds(std::int64_t(gap_s * 1000) + 1));
         if (run.load_over()) break;
         const auto hold = milliseconds(between(rng, 50, run.plan.hold_max_ms));
-        const auto action = rng() % (run.opt.daemon_pid > 0 ? 3 : 2);
+        const auto action = next++ % kinds;
         if (action == 0) {
             auto opened = flood_connections(run.tgt.ep, std::size_t(between(rng, 1, run.plan.flood_max)), hold, probe);
             std::lock_guard lock(run.mutex);
