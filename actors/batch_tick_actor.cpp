@@ -211,6 +211,7 @@ void batch_tick_actor::on(bt_device_down&) {
 }
 
 void batch_tick_actor::on(bt_device_up&) {
+    dead_ = false;  // an operator's reset brought a dead device back
     device_up_ = true;
     schedule();
 }

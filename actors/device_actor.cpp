@@ -33,7 +33,7 @@ std::string_view to_string(device_health s) {
 device_actor::device_actor(runtime& rt, std::shared_ptr<device::device> dev, device_actor_options options,
                            metrics::calserve_metrics* metrics)
     : actor(rt, "device"), dev_(std::move(dev)), options_(std::move(options)), metrics_(metrics),
-      lifecycle_(k_device_health_table, device_health::unconfigured, "device") {}
+      lifecycle_(k_device_health_table, device_health::unconfigured, "device"), jitter_(options_.jitter_seed) {}
 
 void device_actor::wire(address<chip_session_actor> session, address<kv_manager_actor> kv) {
     session_ = std::move(session);
@@ -279,6 +279,7 @@ void device_actor::sync_fault_metrics() {
     if (!metrics_ || !options_.faults) return;
     for (std::size_t i = 0; i < device::k_fault_point_count; ++i) {
         auto point = device::all_fault_points[i];
+        if (point == device::fault_point::client_stall) continue;  // counted where it fires (net/)
         auto fires = options_.faults->fires(point);
         if (fires == counted_fires_[i]) continue;
         metrics_->faults_total.labels({device::to_string(point)}).inc(double(fires - counted_fires_[i]));
@@ -319,10 +320,41 @@ void device_actor::fault(const error_info& e) {
     if (!lifecycle_.is(device_health::faulted)) move_to(device_health::faulted);
     (void)session_.tell(cs_device_down{}, id());
     move_to(device_health::resetting);
-    (void)enqueue(da_reset_step{generation_}, id());
+    schedule_reset_step();
+}
+
+// The first attempt of a recovery runs at once; later ones back off (header).
+void device_actor::schedule_reset_step() {
+    auto gen = generation_;
+    if (failed_resets_ == 0 || failed_resets_ > options_.reset_limit) {  // first attempt, or declaring dead
+        (void)enqueue(da_reset_step{gen}, id());
+        return;
+    }
+    start_timer(reset_backoff(), [this, gen] { (void)enqueue(da_reset_step{gen}, id()); });
+}
+
+std::chrono::nanoseconds device_actor::reset_backoff() {
+    using std::chrono::nanoseconds;
+    if (options_.reset_backoff.count() <= 0 || failed_resets_ <= 0) return nanoseconds{0};
+    const int doublings = std::min(failed_resets_ - 1, 20);  // 2^20 x the base is past any sane cap
+    auto full = std::min(options_.reset_backoff * (std::int64_t{1} << doublings), options_.reset_backoff_max);
+    if (full.count() <= 1) return full;
+    std::uniform_int_distribution<std::int64_t> half(full.count() / 2, full.count());
+    return nanoseconds{half(jitter_)};
 }
 
 void device_actor::on(da_reset& m) {
+    if (lifecycle_.is(device_health::dead)) {
+        // An operator's reset after the cause was cleared: a fresh recovery.
+        spdlog::warn("device: reset requested while dead ({}): trying again", m.reason);
+        failed_resets_ = 0;
+        ++generation_;
+        in_flight_ = 0;
+        fault_at_ = rt().now() + std::chrono::nanoseconds(1);
+        move_to(device_health::resetting);
+        schedule_reset_step();
+        return;
+    }
     bool resettable = lifecycle_.is(device_health::ready) || lifecycle_.is(device_health::busy) ||
                       lifecycle_.is(device_health::warmup);
     if (!resettable) return;
@@ -343,9 +375,7 @@ void device_actor::on(da_reset_step& m) {
         ++failed_resets_;
         spdlog::warn("device reset failed ({} of {}): {}", failed_resets_, options_.reset_limit, r.error().what());
         move_to(device_health::resetting);
-        auto gen = generation_;
-        start_timer(options_.retry_base * (1 << std::min(failed_resets_, 10)),
-                    [this, gen] { (void)enqueue(da_reset_step{gen}, id()); });
+        schedule_reset_step();
         return;
     }
     resets_.fetch_add(1);

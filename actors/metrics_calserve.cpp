@@ -116,7 +116,16 @@ calserve_metrics::calserve_metrics(registry& r)
                             .get()),
       prompt_tokens_total(r.add_counter("calserve_prompt_tokens_total", "Prompt tokens of admitted requests.").get()),
       generation_tokens_total(
-          r.add_counter("calserve_generation_tokens_total", "Tokens generated and streamed to clients.").get()) {
+          r.add_counter("calserve_generation_tokens_total", "Tokens generated and streamed to clients.").get()),
+      tokenize_jobs(r.add_counter("calserve_tokenize_jobs_total",
+                                  "Prompts tokenized (chat template + tokenizer) on the tokenize pool's threads.")
+                        .get()),
+      tokenize_bytes(r.add_counter("calserve_tokenize_bytes_total", "Prompt text bytes handed to the tokenizer.").get()),
+      tokenize_refused(r.add_counter("calserve_tokenize_refused_total",
+                                           "Prompts refused by their byte length alone, without tokenizing.")
+                                 .get()),
+      tokenize_queue(r.add_gauge("calserve_tokenize_queue", "Prompts waiting for or running on the tokenize pool.")
+                         .get()) {
     install_process_metrics(r);  // process_* from /proc/self, refreshed per scrape
 }
 

@@ -140,6 +140,12 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
     std::int64_t slot_context = cfg.integer("runtime.slot_context");
     scheduler_ = std::make_unique<runtime_scheduler>(rt);
     faults_ = std::make_shared<device::fault_registry>(std::uint64_t(cfg.integer("device.sim.seed")));
+    // Who asks which point: the device (sim or cpu backend) every device-level one, the
+    // sampler sampler_stall. client_stall belongs to the network layer, which declares
+    // it where its hook is wired (calserve serve); without one, arming it is refused.
+    faults_->set_consumers({});
+    for (auto p : device::all_fault_points)
+        if (p != device::fault_point::client_stall) faults_->add_consumer(p);
     // Loads the package (or the HF directory) and configures the device (parameters in place).
     auto dev = cpu ? device::sim::open_cpu_device(setup.model_dir, cfg, *scheduler_, faults_)
                    : device::sim::open_sim_device(setup.package_dir, cfg, *scheduler_, faults_);
@@ -164,6 +170,7 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
     card_.name = setup.model_name.empty() ? (cpu ? setup.model_dir : setup.package_dir).filename().string() : setup.model_name;
     card_.usable_context = std::min({spec->context, slot_context, tokenizer_->model_max_length()});
     card_.vocab_size = spec->vocab_size;
+    card_.max_prompt_bytes = tokenizer_->max_text_bytes(card_.usable_context - 1).value_or(0);
     card_.backend = cpu ? "cpu" : "sim";
     max_running_ = cfg.integer("runtime.max_running");
     max_queued_ = cfg.integer("runtime.max_queued");
@@ -175,6 +182,9 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
     dopt.wait_timeout = std::chrono::milliseconds(cfg.integer("device.wait_timeout_ms"));
     dopt.kv_apply_timeout = std::chrono::seconds(1);
     dopt.reset_limit = int(cfg.integer("device.reset_limit"));
+    dopt.reset_backoff = std::chrono::milliseconds(cfg.integer("device.reset_backoff_ms"));
+    dopt.reset_backoff_max = std::chrono::milliseconds(cfg.integer("device.reset_backoff_max_ms"));
+    dopt.jitter_seed = std::uint64_t(cfg.integer("device.sim.seed"));
     dopt.faults = faults_;
     batch_tick_options bopt;
     bopt.max_inflight = int(cfg.integer("runtime.max_inflight"));
@@ -308,6 +318,10 @@ engine_health serving_engine::health() const {
 }
 
 result<std::vector<token_id>> serving_engine::encode(std::string_view text) const { return tokenizer_->encode(text); }
+
+result<std::vector<token_id>> serving_engine::encode_prompt(std::string_view text, std::int64_t max_tokens) const {
+    return tokenizer_->encode(text, max_tokens);
+}
 
 result<std::string> serving_engine::decode(const std::vector<token_id>& ids) const { return tokenizer_->decode(ids); }
 

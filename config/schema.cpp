@@ -28,6 +28,8 @@ constexpr key_spec k_schema[] = {
     {"server.timing_log", string, "", 0, 0, "", "per-request JSONL timing log path; empty = off"},
     {"server.malloc_arenas", integer, "1", 0, 64, "", "glibc malloc arenas (M_ARENA_MAX) set at start-up; 0 = glibc's default (8 per core)"},
     {"server.malloc_trim_s", integer, "10", 0, 86400, "", "return freed heap pages to the system every N seconds (malloc_trim); 0 = never"},
+    {"server.tokenize_threads", integer, "2", 1, 64, "", "threads that tokenize prompts and render chat templates, off the network threads"},
+    {"server.tokenize_queue", integer, "64", 1, 65536, "", "prompts waiting for a tokenize thread before 429 (overloaded, Retry-After)"},
     {"server.trace", string, "", 0, 0, "", "record inputs and actor messages to this JSONL trace from start-up (implies runtime.recordable); empty = off"},
 
     {"runtime.max_inflight", integer, "2", 1, 2, "", "device jobs in flight per session (ping/pong)"},
@@ -48,6 +50,9 @@ constexpr key_spec k_schema[] = {
 
     {"device.wait_timeout_ms", integer, "10000", 1, 3600000, "", "device Wait() bound"},
     {"device.reset_limit", integer, "3", 0, 100, "", "consecutive failed resets before Dead"},
+    {"device.reset_backoff_ms", integer, "50", 0, 600000, "", "wait before the 2nd reset attempt of a recovery, doubling per further attempt (jittered, seeded by device.sim.seed); 0 = none"},
+    {"device.reset_backoff_max_ms", integer, "5000", 0, 3600000, "", "cap on the wait between reset attempts"},
+    {"device.dead_exit", boolean, "false", 0, 0, "", "exit the daemon (code 3) when the device goes dead, for a supervisor to restart it; false = keep running, answer 503, accept `ctl device reset`"},
     {"device.sim.step_ms", number, "-1", -1, 1e6, "", "fixed compute time per infer; -1 = latency model"},
     {"device.sim.d2h_ms", number, "-1", -1, 1e6, "", "fixed output copy time per job; -1 = latency model"},
     {"device.sim.dram_bytes_per_chip", integer, "17179869184", 1, k_big, "", "DRAM per chip (assumption: 32 GiB board / 2)"},

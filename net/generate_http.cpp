@@ -65,11 +65,38 @@ std::variant<api_request, api_error> admit_request(http_server::impl& srv, api_k
     }
     req.model = card.name;
     const auto t0 = steady_clock::now();
-    auto err = prepare_prompt(req, srv.engine, srv.options.default_max_tokens);
+    prompt_work work;
+    auto err = prepare_prompt(req, srv.engine, srv.options.default_max_tokens, &work);
     tokenize_s = seconds_between(t0, steady_clock::now());
     srv.metrics.phase_seconds(actors::metrics::phase::tokenize).observe(tokenize_s);
+    srv.metrics.tokenize_bytes.inc(double(work.bytes_tokenized));
+    if (work.refused_by_bytes) srv.metrics.tokenize_refused.inc();
     if (err) return *err;
     return std::move(req);
+}
+
+namespace {
+api_error pool_full() {
+    return api_error{status::overloaded, {}, "too many prompts waiting to be tokenized; retry later"};
+}
+}  // namespace
+
+asio::awaitable<admission> admit_on_pool(http_server::impl& srv, api_kind kind, const boost::json::object& body,
+                                         double& tokenize_s) {
+    struct outcome {
+        admission admitted;
+        double tokenize_s = 0;
+    };
+    auto* s = &srv;
+    auto* b = &body;  // the awaiting frame keeps it alive until the job is done
+    auto r = co_await srv.prompt_pool->run<outcome>([s, kind, b] {
+        outcome o;
+        o.admitted = admit_request(*s, kind, *b, o.tokenize_s);
+        return o;
+    });
+    if (!r) co_return pool_full();
+    tokenize_s = r->tokenize_s;
+    co_return std::move(r->admitted);
 }
 
 asio::awaitable<bool> apply_client_stall(const server_options& o, std::string request_id) {
@@ -309,13 +336,25 @@ asio::awaitable<bool> respond_aggregate(generation& g, http_exchange& ex) {
 
 asio::awaitable<bool> handle_generate(http_exchange& ex, api_kind kind) {
     auto& srv = *ex.server;
-    boost::system::error_code jec;
-    auto body = boost::json::parse(ex.req.body(), jec);
-    std::variant<api_request, api_error> admitted = api_error{};
     double tokenize_s = 0;
-    if (jec) admitted = field_error("body", "invalid JSON (" + jec.message() + ")", status::parse_error);
-    else if (!body.is_object()) admitted = field_error("body", "expected a JSON object", status::parse_error);
-    else admitted = admit_request(srv, kind, body.get_object(), tokenize_s);
+    // Parsing a large body and tokenizing its prompt happen on the tokenize pool.
+    struct outcome {
+        admission admitted;
+        double tokenize_s = 0;
+    };
+    auto* s = &srv;
+    const std::string* text = &ex.req.body();  // the exchange outlives this await
+    auto done = co_await srv.prompt_pool->run<outcome>([s, kind, text] {
+        outcome o;
+        boost::system::error_code jec;
+        auto body = boost::json::parse(*text, jec);
+        if (jec) o.admitted = field_error("body", "invalid JSON (" + jec.message() + ")", status::parse_error);
+        else if (!body.is_object()) o.admitted = field_error("body", "expected a JSON object", status::parse_error);
+        else o.admitted = admit_request(*s, kind, body.get_object(), o.tokenize_s);
+        return o;
+    });
+    admission admitted = done ? std::move(done->admitted) : admission{pool_full()};
+    if (done) tokenize_s = done->tokenize_s;
     if (admitted.index() == 1) {
         srv.metrics.requests(actors::metrics::outcome::rejected).inc();
         co_return co_await send_error(ex, std::get<api_error>(admitted));

@@ -73,6 +73,8 @@ server_options server_options::from_config(const config& c) {
     o.linger_timeout = std::chrono::milliseconds(c.integer("server.linger_ms"));
     o.linger_bytes = static_cast<std::size_t>(c.integer("server.linger_bytes"));
     o.default_max_tokens = c.integer("runtime.default_max_tokens");
+    o.tokenize_threads = static_cast<std::size_t>(c.integer("server.tokenize_threads"));
+    o.tokenize_queue = static_cast<std::size_t>(c.integer("server.tokenize_queue"));
     return o;
 }
 

@@ -63,6 +63,8 @@ struct server_options {
     // written to the socket). When full the socket's streams overflow and its reader
     // pauses (back-pressure) until the writer drains below it.
     std::size_t ws_queue_bytes = 1 << 20;
+    std::size_t tokenize_threads = 2;               // prompt work off the network threads (tokenize_pool)
+    std::size_t tokenize_queue = 64;                // prompts waiting for it before 429
     // Fault injection (fault point client_stall), asked before each write of a stream's
     // events: nullopt = no fault; > 0 = the consumer stalls that many milliseconds first
     // (a slow client); <= 0 = the consumer vanishes (connection closed, request cancelled).

@@ -25,6 +25,7 @@
 #include "net/stream_channel.hpp"
 #include "net/http_server.hpp"
 #include "net/timing_log.hpp"
+#include "net/tokenize_pool.hpp"
 
 namespace boost::json {
 class object;
@@ -45,6 +46,9 @@ struct http_server::impl : std::enable_shared_from_this<http_server::impl> {
     actors::engine& engine;
     actors::calserve_metrics& metrics;
     const server_options options;
+    // Prompt work (parse, chat template, tokenizer) of generation requests.
+    std::unique_ptr<tokenize_pool> prompt_pool =
+        std::make_unique<tokenize_pool>(options.tokenize_threads, options.tokenize_queue, &metrics);
     std::unique_ptr<timing_log> timing;             // null = off
     std::optional<tcp::acceptor> acceptor;          // used on acceptor_strand only
     asio::strand<asio::io_context::executor_type> acceptor_strand;
@@ -129,6 +133,11 @@ asio::awaitable<void> run_websocket(std::shared_ptr<http_server::impl> server, s
 // for its id.
 std::variant<api_request, api_error> admit_request(http_server::impl& srv, api_kind kind,
                                                    const boost::json::object& body, double& tokenize_s);
+// admit_request on the tokenize pool (never on a network thread); a full pool
+// answers `overloaded` (429 with Retry-After) at once.
+using admission = std::variant<api_request, api_error>;
+asio::awaitable<admission> admit_on_pool(http_server::impl& srv, api_kind kind, const boost::json::object& body,
+                                         double& tokenize_s);
 
 // Client-visible token timing: records TTFT and inter-token latency histograms.
 struct token_clock {

@@ -40,7 +40,7 @@ TEST_CASE("Out of descriptors the daemon backs off, says so, and answers again o
     auto log = scratch_dir("edges-emfile") / "serve.log";
     // A cap above what the descriptors allow, so accept runs out of them first.
     daemon_process d(serve_args("tiny-dense-1chip", {"server.max_connections=100000", "server.header_timeout_ms=60000"}),
-                     daemon_launch{log.string(), 96});
+                     daemon_options{log.string(), 96});
     REQUIRE(d.started());
     asio::io_context ioc;
     std::vector<tcp::socket> held;
@@ -59,7 +59,7 @@ TEST_CASE("Out of descriptors the daemon backs off, says so, and answers again o
 TEST_CASE("With the default cap under a low descriptor limit, extra connections are refused, not spun on",
           "[e2e][edges]") {
     auto log = scratch_dir("edges-cap") / "serve.log";
-    daemon_process d(serve_args("tiny-dense-1chip", {"server.header_timeout_ms=60000"}), daemon_launch{log.string(), 256});
+    daemon_process d(serve_args("tiny-dense-1chip", {"server.header_timeout_ms=60000"}), daemon_options{log.string(), 256});
     REQUIRE(d.started());
     asio::io_context ioc;
     std::vector<tcp::socket> held;
@@ -90,7 +90,7 @@ TEST_CASE("Streams cut by the drain timeout end with an error event and a second
           "[e2e][edges]") {
     auto log = scratch_dir("edges-drain") / "serve.log";
     daemon_process d(serve_args("tiny-dense-1chip", {"device.sim.step_ms=20", "server.drain_timeout_ms=1500"}),
-                     daemon_launch{log.string()});
+                     daemon_options{log.string()});
     REQUIRE(d.started());
     const auto port = d.port();
     // Two SSE streams far longer than the drain timeout.
