@@ -94,17 +94,11 @@ void print_step(const char* what, const dev::sim::step_breakdown& b, const std::
                 b.overridden ? "  [device.sim.step_ms override]" : "", suffix.c_str());
 }
 
-// One decode step of a batch-B profile, every row at `past`: weights read once (MoE: the experts
-// the B rows touch), KV read and compute per row, launch and syncs once.
-// TODO(decode_batch_step): use latency_model::decode_batch_step(pasts, batch) once it lands.
+// One decode step of a batch-B profile, every row at `past` (latency_model::decode_batch_step:
+// weights read once, KV read and compute per row, launch and syncs once).
 dev::sim::step_breakdown batch_step(const dev::sim::latency_model& m, std::int64_t batch, std::int64_t past) {
-    auto b = m.step(dev::submodel_kind::decode, 1, past);
-    b.weights_ms *= m.active_weight_fraction(batch) / m.active_weight_fraction(1);
-    b.kv_ms *= static_cast<double>(batch);
-    b.flops_ms *= static_cast<double>(batch);
-    b.d2d_ms *= static_cast<double>(batch);
-    if (!b.overridden) b.total_ms = b.weights_ms + b.kv_ms + b.sync_ms + b.flops_ms + b.d2d_ms + b.launch_ms;
-    return b;
+    const std::vector<std::int64_t> pasts(static_cast<std::size_t>(batch), past);
+    return m.decode_batch_step(pasts, batch);
 }
 
 void print_profiles(const dev::package_spec& s, const dev::sim::latency_model& m) {
