@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <vector>
 
 #include "device/package_spec.hpp"
 #include "device/sim/latency_model.hpp"
