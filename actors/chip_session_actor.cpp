@@ -1,5 +1,7 @@
 #include "actors/chip_session_actor.hpp"
 
+#include <algorithm>
+
 #include "actors/batch_tick_actor.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/metrics.hpp"
@@ -89,6 +91,8 @@ void chip_session_actor::on(cs_sampled& m) {
     auto& s = slot_of(m.job);
     const auto& job = *m.job;
     const double wall_s = std::chrono::duration<double>(job.t_done - job.t_fill).count();
+    // A batched job's compute is shared evenly by its rows: summed over requests, each job counts once.
+    const double device_s = job.device_compute_s / double(std::max<std::size_t>(1, job.rows.size()));
     for (std::size_t r = 0; r < job.rows.size(); ++r) {
         auto request = lookup_(job.rows[r]->seq);
         if (!request.valid()) continue;  // finished meanwhile: its bt_finish is with the BatchTick
@@ -100,7 +104,7 @@ void chip_session_actor::on(cs_sampled& m) {
         const auto& picks = *outcome;
         rq_token token{picks[0].token, picks[0].logprob, {}};
         token.top.assign(picks.begin() + 1, picks.end());
-        token.device_s = job.device_compute_s;
+        token.device_s = device_s;
         token.device_wall_s = wall_s;
         (void)request.tell(std::move(token), id());
     }
