@@ -260,7 +260,8 @@ std::vector<seq_view> batch_tick_actor::views() {
         const bool idle = !e.job_active && !e.awaiting;
         if (idle && !e.growing && needs_room(e)) grow_kv(e, 0);
         const bool ready = idle && !e.growing;
-        out.push_back({sid, prefill, ready, e.seq->arrived, e.last_served, e.group, e.awaiting && !e.job_active});
+        out.push_back({sid, prefill, ready, e.seq->arrived, e.last_served, e.group, e.awaiting && !e.job_active,
+                       e.job_active});
     }
     return out;
 }

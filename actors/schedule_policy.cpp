@@ -20,7 +20,9 @@ int decoders_of(std::span<const seq_view> seqs) {
 
 struct decode_plan {
     std::vector<std::uint64_t> rows;
-    bool held = false;  // a member of the batch-to-be still awaits its Request's answer
+    bool awaiting = false;  // a member of the batch-to-be still awaits its Request's answer
+    bool in_job = false;    // one group: a member is still in a job (the batch merges with it)
+    bool held() const { return awaiting || in_job; }
 };
 
 // The decode batch for `where`. One group while every decoder fits one batch; two
@@ -34,7 +36,8 @@ decode_plan plan_decode(std::span<const seq_view> seqs, const schedule_params& p
         if (s.needs_prefill) continue;
         const bool eligible = !two_groups || !where.other_busy || s.group == k_no_group || s.group == where.slot;
         if (!eligible) continue;
-        if (s.awaiting && (!two_groups || s.group != k_no_group)) out.held = true;
+        if (s.awaiting && (!two_groups || s.group != k_no_group)) out.awaiting = true;
+        if (s.in_job && !two_groups) out.in_job = true;  // one group: merge with it when it comes back
         if (s.ready) ready.push_back(&s);
     }
     std::sort(ready.begin(), ready.end(), [](const seq_view* a, const seq_view* b) {
@@ -56,12 +59,14 @@ std::optional<job_choice> plan_next_job(std::span<const seq_view> seqs, const ti
                                         const schedule_params& params, nanoseconds now, slot_view where) {
     const seq_view* prefill = oldest_prefill(seqs);
     auto decode = plan_decode(seqs, params, where);
-    const bool decode_waits = decode.rows.empty() || decode.held;
+    const bool decode_waits = decode.rows.empty() || decode.held();
     if (!prefill) {
         if (decode_waits) return std::nullopt;
         return job_choice{false, std::move(decode.rows)};
     }
-    if (decode.rows.empty() && !decode.held) return job_choice{true, {prefill->seq}};
+    // A decode is due when rows are ready or their answers are one message away.
+    const bool decode_due = !decode.rows.empty() || decode.awaiting;
+    if (!decode_due) return job_choice{true, {prefill->seq}};
 
     const bool aged = now - prefill->arrived >= params.ageing;
     const int decoders = decoders_of(seqs);

@@ -4,9 +4,11 @@
 //!
 //! plan_next_job: what runs in the slot that just freed — one prefill (the
 //! prefill program is batch 1) or a decode batch of up to `max_batch` rows.
-//!   - One group: while every decoding sequence fits one batch, the ready ones
-//!     all go together (least recently served first); the other slot is free
-//!     for prefills. Splitting them over ping and pong would read the weights
+//!   - One group: while every decoding sequence fits one batch, they all go
+//!     together: the batch waits while any of them is still in a job (a prefill
+//!     that just admitted it, or a batch split off earlier) so that they merge
+//!     instead of alternating as two half batches; the other slot is free for
+//!     prefills. Splitting them over ping and pong would read the weights
 //!     twice per token round on a memory-bound device, for a host overlap worth
 //!     far less (docs/decisions.md).
 //!   - Two groups: with more decoders than `max_batch`, they form two disjoint
@@ -47,6 +49,7 @@ struct seq_view {
     nanoseconds last_served{0};
     int group = k_no_group;       // decode group: the slot it last decoded in
     bool awaiting = false;        // its last token is with the Request (answer pending)
+    bool in_job = false;          // a job (prefill or decode) holds it
 };
 
 struct tick_state {

@@ -67,21 +67,19 @@ struct ws_session {
         o["error"] = std::move(err);
         reply(json::serialize(o));
     }
-    asio::awaitable<void> on_generate(const json::object& msg, std::string id);
+    void on_generate(const json::object& msg, std::string id);
     void on_cancel(const std::string& id);
-    asio::awaitable<void> on_message(std::string_view text);
+    void on_message(std::string_view text);
     void end_stream(std::uint64_t key, const actors::generation_result* r, const api_error* e);
     std::string render(const stream_event& ev, std::vector<std::string>& extra);
 };
 
-// A generate's prompt is tokenized on the tokenize pool; the reader waits for it
-// (messages of one socket stay in order) while the writer keeps sending.
-asio::awaitable<void> ws_session::on_message(std::string_view text) {
+void ws_session::on_message(std::string_view text) {
     boost::system::error_code ec;
     auto v = json::parse(text, ec);
     if (ec || !v.is_object()) {
         reply_error("", field_error("message", "expected a JSON object", status::parse_error));
-        co_return;
+        return;
     }
     const auto& o = v.get_object();
     const auto* type = o.if_contains("type");
@@ -89,12 +87,12 @@ asio::awaitable<void> ws_session::on_message(std::string_view text) {
     std::string sid = id && id->is_string() ? std::string(id->get_string()) : std::string();
     if (!id || !id->is_string() || sid.empty()) {
         reply_error("", field_error("id", "expected a non-empty string"));
-        co_return;
+        return;
     }
     if (!type || !type->is_string()) {
         reply_error(sid, field_error("type", "expected \"generate\" or \"cancel\""));
     } else if (type->get_string() == "generate") {
-        co_await on_generate(o, std::move(sid));
+        on_generate(o, std::move(sid));
     } else if (type->get_string() == "cancel") {
         on_cancel(sid);
     } else {
@@ -102,23 +100,23 @@ asio::awaitable<void> ws_session::on_message(std::string_view text) {
     }
 }
 
-asio::awaitable<void> ws_session::on_generate(const json::object& msg, std::string id) {
+void ws_session::on_generate(const json::object& msg, std::string id) {
     if (by_client_id.contains(id)) {
         reply_error(id, field_error("id", "a stream with this id is still running"));
-        co_return;
+        return;
     }
     if (streams.size() >= k_max_streams_per_socket) {
         reply_error(id, api_error{status::overloaded, {}, "too many streams on this socket"});
-        co_return;
+        return;
     }
     const auto received = steady_clock::now();
     double tokenize_s = 0;
     const api_kind kind = msg.contains("messages") ? api_kind::chat : api_kind::completion;
-    auto admitted = co_await admit_on_pool(*srv, kind, msg, tokenize_s);
+    auto admitted = admit_request(*srv, kind, msg, tokenize_s);
     if (auto* e = std::get_if<api_error>(&admitted)) {
         srv->metrics.requests(actors::metrics::outcome::rejected).inc();
         reply_error(id, *e);
-        co_return;
+        return;
     }
     auto& req = std::get<api_request>(admitted);
     const auto key = next_key++;
@@ -145,7 +143,7 @@ asio::awaitable<void> ws_session::on_generate(const json::object& msg, std::stri
         channel->discard(key);
         srv->metrics.requests(actors::metrics::outcome::rejected).inc();
         reply_error(id, from_error_info(submitted.error()));
-        co_return;
+        return;
     }
     by_client_id.emplace(id, key);
     streams.emplace(key, std::move(st));
@@ -227,7 +225,7 @@ asio::awaitable<void> ws_reader(ws_session& s) {
         auto [ec, n] = co_await s.ws->async_read(buf, asio::as_tuple(use_awaitable));
         (void)n;
         if (ec) co_return;
-        co_await s.on_message(std::string_view(static_cast<const char*>(buf.data().data()), buf.size()));
+        s.on_message(std::string_view(static_cast<const char*>(buf.data().data()), buf.size()));
         buf.consume(buf.size());
     }
 }
