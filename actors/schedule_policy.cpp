@@ -21,15 +21,14 @@ int decoders_of(std::span<const seq_view> seqs) {
 struct decode_plan {
     std::vector<std::uint64_t> rows;
     bool awaiting = false;  // a member of the batch-to-be still awaits its Request's answer
-    bool in_job = false;    // one group: a member is still in a job (the batch merges with it)
-    bool held() const { return awaiting || in_job; }
+    bool held() const { return awaiting; }
 };
 
-// The decode batch for `where`. One group while every decoder fits one batch; two
-// (one per slot) beyond that, when a slot only takes its own group and unassigned rows.
+// The decode batch for `where`: with two slots and two or more decoders, two groups (one
+// per slot); a slot then takes its own group and unassigned rows while the other is busy.
 decode_plan plan_decode(std::span<const seq_view> seqs, const schedule_params& params, slot_view where) {
     const int decoders = decoders_of(seqs);
-    const bool two_groups = params.slots >= 2 && decoders > params.max_batch;
+    const bool two_groups = params.slots >= 2 && decoders >= 2;
     decode_plan out;
     std::vector<const seq_view*> ready;
     for (const auto& s : seqs) {
@@ -37,7 +36,6 @@ decode_plan plan_decode(std::span<const seq_view> seqs, const schedule_params& p
         const bool eligible = !two_groups || !where.other_busy || s.group == k_no_group || s.group == where.slot;
         if (!eligible) continue;
         if (s.awaiting && (!two_groups || s.group != k_no_group)) out.awaiting = true;
-        if (s.in_job && !two_groups) out.in_job = true;  // one group: merge with it when it comes back
         if (s.ready) ready.push_back(&s);
     }
     std::sort(ready.begin(), ready.end(), [](const seq_view* a, const seq_view* b) {
@@ -51,7 +49,7 @@ decode_plan plan_decode(std::span<const seq_view> seqs, const schedule_params& p
 }  // namespace
 
 int group_cap(int decoders, const schedule_params& params) {
-    if (params.slots < 2 || decoders <= params.max_batch) return std::max(1, std::min(params.max_batch, decoders));
+    if (params.slots < 2 || decoders < 2) return std::max(1, std::min(params.max_batch, decoders));
     return std::max(1, std::min(params.max_batch, (decoders + 1) / 2));
 }
 
@@ -70,7 +68,7 @@ std::optional<job_choice> plan_next_job(std::span<const seq_view> seqs, const ti
 
     const bool aged = now - prefill->arrived >= params.ageing;
     const int decoders = decoders_of(seqs);
-    const int groups = params.slots >= 2 && decoders > params.max_batch ? 2 : 1;
+    const int groups = params.slots >= 2 && decoders >= 2 ? 2 : 1;
     const bool round_done = state.decodes_since_prefill >= groups;
     const bool budget_left = state.prefills_in_a_row < params.prefill_budget;
     if (budget_left && (aged || round_done)) return job_choice{true, {prefill->seq}};

@@ -4,19 +4,14 @@
 //!
 //! plan_next_job: what runs in the slot that just freed — one prefill (the
 //! prefill program is batch 1) or a decode batch of up to `max_batch` rows.
-//!   - One group: while every decoding sequence fits one batch, they all go
-//!     together: the batch waits while any of them is still in a job (a prefill
-//!     that just admitted it, or a batch split off earlier) so that they merge
-//!     instead of alternating as two half batches; the other slot is free for
-//!     prefills. Splitting them over ping and pong would read the weights
-//!     twice per token round on a memory-bound device, for a host overlap worth
-//!     far less (docs/decisions.md).
-//!   - Two groups: with more decoders than `max_batch`, they form two disjoint
-//!     groups, one per slot, each at most ceil(D / 2) and `max_batch`: a
-//!     sequence remembers the slot it last decoded in (`group`), and a slot's
-//!     batch takes its own group plus unassigned sequences (new, or cut from an
-//!     oversized group) while the other slot is busy. While the device computes
-//!     one group the host samples the other and builds its next batch.
+//!   - Two groups: with two slots and two or more decoding sequences, they form
+//!     two disjoint groups, one per slot, each at most ceil(D / 2) and
+//!     `max_batch`: a sequence remembers the slot it last decoded in (`group`),
+//!     and a slot's batch takes its own group plus unassigned sequences (new, or
+//!     cut from an oversized group) while the other slot is busy. While the
+//!     device computes one group the host samples the other and builds its next
+//!     batch, so host time hides behind device time (docs/decisions.md has the
+//!     measurement against one group).
 //!   - Step boundary: a batch waits while one of its would-be rows still awaits
 //!     its Request's answer (continue or finish, one message away), so batches
 //!     do not fragment into batches of one.
@@ -49,7 +44,7 @@ struct seq_view {
     nanoseconds last_served{0};
     int group = k_no_group;       // decode group: the slot it last decoded in
     bool awaiting = false;        // its last token is with the Request (answer pending)
-    bool in_job = false;          // a job (prefill or decode) holds it
+    bool in_job = false;          // a job (prefill or decode) holds it (informational)
 };
 
 struct tick_state {

@@ -94,15 +94,13 @@ TEST_CASE("plan_next_job table (decode batches)", "[actors][schedule]") {
     auto awaiting = [](seq_view s) { s.ready = false; s.awaiting = true; return s; };
     auto in_flight = [](seq_view s) { s.ready = false; s.in_job = true; return s; };
     std::vector<row> rows = {
-        {"every decoder fits one batch: one group, all of them, whatever their slot", 4,
-         {decode_seq(1, 4, 1), decode_seq(2, 3, 0), decode_seq(3, 2), decode_seq(4, 1, 1)}, {0, true}, {}, decode({1, 2, 3, 4})},
-        {"one group: a decoder still in a job holds the batch (they merge)", 4,
-         {decode_seq(1, 0), in_flight(decode_seq(2, 0)), prefill_seq(3, 0)}, {0, true}, {0, 0}, std::nullopt},
+        {"other slot idle: every group eligible, half of the decoders", 4,
+         {decode_seq(1, 4, 1), decode_seq(2, 3, 0), decode_seq(3, 2), decode_seq(4, 1, 1)}, {0, false}, {}, decode({3, 4})},
         {"two groups: the other group in a job does not hold", 2,
          {decode_seq(1, 0, 0), in_flight(decode_seq(2, 0, 1)), in_flight(decode_seq(3, 0, 1)), decode_seq(4, 0, 0)},
          {0, true}, {}, decode({1, 4})},
-        {"one group: any awaiting decoder holds the step", 4,
-         {decode_seq(1, 0), awaiting(decode_seq(2, 0)), prefill_seq(3, 0)}, {0, false}, {0, 0}, std::nullopt},
+        {"an awaiting decoder of an idle other slot holds the step", 4,
+         {decode_seq(1, 0, 0), awaiting(decode_seq(2, 0, 1)), prefill_seq(3, 0)}, {0, false}, {0, 0}, std::nullopt},
         {"two groups: own group and unassigned, not the busy slot's", 2,
          {decode_seq(1, 0, 0), decode_seq(2, 0, 1), decode_seq(3, 0), decode_seq(4, 0, 0)}, {0, true}, {}, decode({1, 3})},
         {"two groups: the busy slot's rows are in flight", 2,
@@ -134,8 +132,8 @@ TEST_CASE("plan_next_job table (decode batches)", "[actors][schedule]") {
 TEST_CASE("group_cap and pick_profile", "[actors][schedule]") {
     schedule_params two{1, 2s, 16, 2}, one{1, 2s, 16, 1};
     REQUIRE(group_cap(1, two) == 1);
-    REQUIRE(group_cap(2, two) == 2);
-    REQUIRE(group_cap(16, two) == 16);
+    REQUIRE(group_cap(2, two) == 1);
+    REQUIRE(group_cap(16, two) == 8);
     REQUIRE(group_cap(20, two) == 10);
     REQUIRE(group_cap(40, two) == 16);
     REQUIRE(group_cap(5, one) == 5);
