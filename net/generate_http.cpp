@@ -13,7 +13,7 @@
 #include <boost/json.hpp>
 
 #include "net/openai_format.hpp"
-#include "net/server_impl.hpp"
+#include "net/request_path.hpp"
 
 namespace calserve::net {
 using namespace boost::asio::experimental::awaitable_operators;
@@ -70,6 +70,15 @@ std::variant<api_request, api_error> admit_request(http_server::impl& srv, api_k
     srv.metrics.phase_seconds(actors::metrics::phase::tokenize).observe(tokenize_s);
     if (err) return *err;
     return std::move(req);
+}
+
+std::variant<api_request, api_error> admit_body(http_server::impl& srv, api_kind kind, std::string_view body,
+                                                double& tokenize_s) {
+    boost::system::error_code ec;
+    auto v = boost::json::parse(body, ec);
+    if (ec) return field_error("body", "invalid JSON (" + ec.message() + ")", status::parse_error);
+    if (!v.is_object()) return field_error("body", "expected a JSON object", status::parse_error);
+    return admit_request(srv, kind, v.get_object(), tokenize_s);
 }
 
 asio::awaitable<bool> apply_client_stall(const server_options& o, std::string request_id) {
@@ -279,13 +288,8 @@ asio::awaitable<bool> respond_aggregate(generation& g, http_exchange& ex) {
 
 asio::awaitable<bool> handle_generate(http_exchange& ex, api_kind kind) {
     auto& srv = *ex.server;
-    boost::system::error_code jec;
-    auto body = boost::json::parse(ex.req.body(), jec);
-    std::variant<api_request, api_error> admitted = api_error{};
     double tokenize_s = 0;
-    if (jec) admitted = field_error("body", "invalid JSON (" + jec.message() + ")", status::parse_error);
-    else if (!body.is_object()) admitted = field_error("body", "expected a JSON object", status::parse_error);
-    else admitted = admit_request(srv, kind, body.get_object(), tokenize_s);
+    auto admitted = admit_body(srv, kind, ex.req.body(), tokenize_s);
     if (admitted.index() == 1) {
         srv.metrics.requests(actors::metrics::outcome::rejected).inc();
         co_return co_await send_error(ex, std::get<api_error>(admitted));

@@ -15,12 +15,12 @@
 #include <chrono>
 
 #include "config/config.hpp"
-#include "net/server_impl.hpp"
+#include "net/request_path.hpp"
 
 namespace calserve::net {
 
 namespace {
-constexpr std::size_t k_header_limit = 16 * 1024;   // request line + headers
+constexpr std::size_t k_header_limit = k_header_limit_bytes;
 using asio::use_awaitable;
 
 bool keys_equal(std::string_view a, std::string_view b) {
@@ -107,8 +107,7 @@ asio::awaitable<bool> serve_one(std::shared_ptr<http_server::impl> srv, std::uin
                                 std::shared_ptr<beast::tcp_stream> stream, beast::flat_buffer& buffer,
                                 bool& upgraded) {
     http::request_parser<http::string_body> parser;
-    parser.header_limit(k_header_limit);
-    parser.body_limit(srv->options.max_body_bytes);
+    limit_request_parser(parser, srv->options);
     stream->expires_after(srv->options.idle_timeout);
     auto [ec, n] = co_await http::async_read(*stream, buffer, parser, asio::as_tuple(use_awaitable));
     (void)n;

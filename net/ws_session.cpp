@@ -20,7 +20,7 @@
 #include <unordered_map>
 
 #include "net/openai_format.hpp"
-#include "net/server_impl.hpp"
+#include "net/request_path.hpp"
 
 namespace calserve::net {
 using namespace boost::asio::experimental::awaitable_operators;
@@ -289,6 +289,39 @@ asio::awaitable<void> run_websocket(std::shared_ptr<http_server::impl> srv, std:
         beast::error_code ignored;
         s.ws->next_layer().socket().shutdown(tcp::socket::shutdown_both, ignored);
     }
+}
+
+std::vector<std::string> ws_replies(std::shared_ptr<http_server::impl> srv,
+                                    const std::vector<std::string_view>& messages) {
+    ws_session s;
+    s.srv = std::move(srv);
+    s.channel = std::make_shared<stream_channel>(s.srv->ioc.get_executor(), s.srv->options.write_queue);
+    std::vector<std::string> out;
+    std::vector<stream_event> events;
+    std::vector<std::uint64_t> over;
+    std::vector<std::string> extra;
+    for (auto text : messages) {
+        s.on_message(text);
+        for (;;) {   // as ws_writer, until rendering queues nothing more (a finish queues its `done`)
+            events.clear();
+            over.clear();
+            s.channel->take(events, over);
+            if (events.empty() && over.empty()) break;
+            for (auto key : over) {
+                api_error e{status::queue_full, {}, "client too slow: WebSocket write queue full, stream cancelled"};
+                s.end_stream(key, nullptr, &e);
+            }
+            for (const auto& ev : events) {
+                extra.clear();
+                std::string msg = s.render(ev, extra);
+                if (!msg.empty()) out.push_back(std::move(msg));
+                out.insert(out.end(), extra.begin(), extra.end());
+            }
+        }
+    }
+    s.channel->close();
+    for (auto& [key, st] : s.streams) s.srv->engine.cancel(st.request_id);
+    return out;
 }
 
 }  // namespace calserve::net
