@@ -1,6 +1,5 @@
 #pragma once
-// What the network-facing fuzz targets share: the Qwen3 tokenizer (loaded once per
-// process), an engine whose tokenizer is real and whose generation is a synchronous
+// What the network-facing fuzz targets share: an engine whose tokenizer is real and whose generation is a synchronous
 // stub, and a server `impl` (no listener, no socket) with the daemon's default
 // limits, for the functions of net/request_path.hpp.
 #include <boost/asio/io_context.hpp>
@@ -11,13 +10,10 @@
 #include "actors/engine.hpp"
 #include "actors/metrics.hpp"
 #include "model/tokenizer.hpp"
+#include "tests/fuzz/fuzz_text_support.hpp"
 #include "net/http_server.hpp"
 
 namespace calserve::fuzz {
-
-// The tokenizer of $CALSERVE_TOKENIZER_DIR, else <source>/.cache/tokenizer-qwen3
-// (tools/bootstrap fetches it). Exits the process when it cannot be loaded.
-std::shared_ptr<const model::tokenizer> qwen3_tokenizer();
 
 // encode/decode/chat template by the real tokenizer; submit answers at once on the
 // caller's thread: one token (the prompt's first) and a finish with reason length,
@@ -58,11 +54,5 @@ struct fuzz_server {
     std::shared_ptr<net::http_server::impl> srv;
 };
 fuzz_server& shared_server();
-
-// Splits on `sep`, at most `max_parts` parts (the rest stays in the last one).
-std::vector<std::string_view> split(std::string_view in, char sep, std::size_t max_parts);
-
-// Whether `s` is well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF).
-bool valid_utf8(std::string_view s);
 
 }  // namespace calserve::fuzz

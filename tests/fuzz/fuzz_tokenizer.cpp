@@ -25,7 +25,7 @@
 #include "model/stream_decoder.hpp"
 #include "model/tokenizer.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
-#include "tests/fuzz/fuzz_support.hpp"
+#include "tests/fuzz/fuzz_text_support.hpp"
 
 namespace {
 using namespace calserve;
