@@ -1,6 +1,7 @@
 #include "tests/fuzz/fuzz_support.hpp"
 
 #include "config/config.hpp"
+#include "model/stream_decoder.hpp"
 #include "net/server_impl.hpp"
 
 namespace calserve::fuzz {
@@ -12,14 +13,16 @@ tokenizer_engine::tokenizer_engine(std::shared_ptr<const model::tokenizer> tok) 
 void_result tokenizer_engine::submit(actors::generation_request request, std::shared_ptr<actors::generation_sink> sink) {
     if (request.prompt.empty()) return make_error(status::invalid_argument, "empty prompt");
     if (request.prompt.size() > k_stub_admit_tokens) return make_error(status::queue_full, "stub queue full");
+    model::stream_decoder text(tok_);   // as the runtime does: released text is always valid UTF-8
     actors::generated_token t;
     t.token = request.prompt.front();
-    t.text = std::string(tok_->token_bytes_view(t.token));
+    t.text = text.push(t.token);
     t.logprob = -0.25f;
     if (request.sampling.top_logprobs > 0) t.top = {{t.token, -0.25f}, {0, -3.0f}};
     sink->on_token(t);
     actors::generation_result r;
     r.reason = actors::finish_reason::length;
+    r.tail_text = text.flush();
     r.tokens = {static_cast<std::int64_t>(request.prompt.size()), 1};
     sink->on_finish(r);
     return {};
