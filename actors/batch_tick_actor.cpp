@@ -1,5 +1,7 @@
 #include "actors/batch_tick_actor.hpp"
 
+#include <algorithm>
+
 #include "actors/chip_session_actor.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/kv_manager_actor.hpp"
@@ -9,8 +11,15 @@
 
 namespace calserve::actors {
 
+namespace {
+// A preempted sequence waits for KV as long as its request lives (its own deadline ends it).
+constexpr std::chrono::nanoseconds k_preempted_kv_wait = std::chrono::hours(24);
+}  // namespace
+
 batch_tick_actor::batch_tick_actor(runtime& rt, batch_tick_options options, metrics::calserve_metrics* metrics)
     : actor(rt, "batch_tick"), options_(options), metrics_(metrics) {
+    options_.policy.slots = std::clamp(options_.max_inflight, 1, int(device::k_slot_count));
+    options_.policy.max_batch = std::max(1, options_.policy.max_batch);
     if (options_.max_inflight < 2) slot_free_[device::index_of(device::slot::pong)] = false;
 }
 
@@ -43,15 +52,29 @@ void batch_tick_actor::on(bt_admit& m) {
     auto& e = entries_[m.seq->seq];
     e.seq = std::move(m.seq);
     e.request = std::move(m.request);
-    request_kv(e);
+    e.admitted = ++admitted_;
+    request_kv(e, false);
 }
 
-void batch_tick_actor::request_kv(entry& e) {
+std::int64_t batch_tick_actor::round_to_blocks(const entry& e, std::int64_t tokens) const {
+    const std::int64_t block = std::max<std::int64_t>(1, options_.kv_block_tokens);
+    return std::min(e.seq->full_tokens, (tokens + block - 1) / block * block);
+}
+
+void batch_tick_actor::request_kv(entry& e, bool front) {
+    auto& seq = *e.seq;
+    std::int64_t want = seq.full_tokens;
+    if (options_.kv == kv_policy::on_demand)
+        want = std::min(seq.full_tokens, std::int64_t(seq.tokens.size()) + options_.kv_step_tokens);
+    want = round_to_blocks(e, want);
     auto self = address<batch_tick_actor>(shared_from_this());
     auto me = id();
-    (void)kv_.tell(kv_reserve{e.seq->seq, e.seq->kv_tokens, rt().now() + options_.kv_wait,
-                              [self, me](kv_grant g) { (void)self.tell(bt_kv_granted{g.seq, g.outcome}, me); }},
+    auto deadline = rt().now() + (front ? k_preempted_kv_wait : options_.kv_wait);
+    (void)kv_.tell(kv_reserve{seq.seq, want, deadline,
+                              [self, me](kv_grant g) { (void)self.tell(bt_kv_granted{g.seq, g.outcome}, me); },
+                              seq.full_tokens, front},
                    id());
+    seq.kv_tokens = want;
 }
 
 void batch_tick_actor::on(bt_kv_granted& m) {
@@ -76,13 +99,88 @@ void batch_tick_actor::on(bt_kv_granted& m) {
     schedule();
 }
 
-void batch_tick_actor::on(bt_slot_free& m) {
-    slot_free_[device::index_of(m.slot)] = true;
-    if (auto it = entries_.find(m.seq); it != entries_.end()) {
-        it->second.job_active = false;
-        if (it->second.finishing) release(m.seq);
+// On-demand growth: the next job would pass the reservation.
+bool batch_tick_actor::needs_room(const entry& e) const {
+    return e.kv_granted && std::int64_t(e.seq->tokens.size()) > e.seq->kv_tokens;
+}
+
+void batch_tick_actor::grow_kv(entry& e, sequence_id preempt) {
+    const std::int64_t want =
+        round_to_blocks(e, std::int64_t(e.seq->tokens.size()) + options_.kv_step_tokens);
+    auto self = address<batch_tick_actor>(shared_from_this());
+    auto me = id();
+    e.growing = true;
+    (void)kv_.tell(kv_grow{e.seq->seq, want, preempt,
+                           [self, me, want](kv_grant g) { (void)self.tell(bt_kv_grown{g.seq, want, g.outcome}, me); }},
+                   id());
+}
+
+void batch_tick_actor::on(bt_kv_grown& m) {
+    auto it = entries_.find(m.seq);
+    if (it == entries_.end() || !it->second.growing) return;  // gone, or preempted since it asked
+    entry& e = it->second;
+    e.growing = false;
+    if (e.finishing) {
+        if (!e.job_active) release(m.seq);
+        return;
+    }
+    if (m.outcome.ok()) {
+        e.seq->kv_tokens = m.tokens;
+    } else if (m.outcome.code() == status::kv_full) {
+        preempt(e);
     }
     schedule();
+}
+
+// No free block for `grower`: free the most recently admitted sequence not in a job.
+void batch_tick_actor::preempt(entry& grower) {
+    std::vector<victim_view> candidates;
+    for (const auto& [sid, e] : entries_)
+        if (e.kv_granted && !e.job_active && !e.finishing && (!e.growing || &e == &grower))
+            candidates.push_back({sid, e.admitted});
+    auto victim_id = plan_victim(candidates);
+    if (!victim_id) return;  // cannot happen: the grower itself is a candidate
+    entry& v = entries_.at(*victim_id);
+    ++preemptions_;
+    if (metrics_) metrics_->preemptions_total.inc();
+    v.kv_granted = false;
+    v.growing = false;
+    v.reprefill = true;
+    v.group = k_no_group;
+    (void)device_.tell(da_kv_free{v.seq->seq}, id());
+    if (&v == &grower) {
+        (void)kv_.tell(kv_release{v.seq->seq}, id());
+    } else {
+        grow_kv(grower, v.seq->seq);  // the victim's blocks go to the grower first
+    }
+    request_kv(v, true);
+}
+
+void batch_tick_actor::on(bt_slot_free& m) {
+    slot_free_[device::index_of(m.slot)] = true;
+    job_ended(m.rows, false);
+    for (auto seq : m.unrun)
+        if (auto it = entries_.find(seq); it != entries_.end()) it->second.awaiting = false;
+    schedule();
+}
+
+void batch_tick_actor::on(bt_job_lost& m) {
+    slot_free_[device::index_of(m.slot)] = true;
+    job_ended(m.rows, true);
+}
+
+void batch_tick_actor::job_ended(const std::vector<sequence_id>& rows, bool lost) {
+    for (auto seq : rows) {
+        auto it = entries_.find(seq);
+        if (it == entries_.end()) continue;
+        entry& e = it->second;
+        e.job_active = false;
+        if (lost) {
+            e.awaiting = false;
+            e.reprefill = true;
+        }
+        if (e.finishing) release(seq);
+    }
 }
 
 void batch_tick_actor::on(bt_continue& m) {
@@ -103,18 +201,8 @@ void batch_tick_actor::on(bt_finish& m) {
     if (it == entries_.end()) return;
     it->second.finishing = true;
     it->second.awaiting = false;
-    if (!it->second.job_active) release(m.seq);
+    if (!it->second.job_active && !it->second.growing) release(m.seq);
     schedule();
-}
-
-void batch_tick_actor::on(bt_job_lost& m) {
-    slot_free_[device::index_of(m.slot)] = true;
-    if (auto it = entries_.find(m.seq); it != entries_.end()) {
-        it->second.job_active = false;
-        it->second.awaiting = false;
-        it->second.reprefill = true;
-        if (it->second.finishing) release(m.seq);
-    }
 }
 
 void batch_tick_actor::on(bt_device_down&) {
@@ -123,6 +211,7 @@ void batch_tick_actor::on(bt_device_down&) {
 }
 
 void batch_tick_actor::on(bt_device_up&) {
+    dead_ = false;  // an operator's reset brought a dead device back
     device_up_ = true;
     schedule();
 }
@@ -141,12 +230,9 @@ void batch_tick_actor::release(sequence_id seq) {
     CALSERVE_INVARIANT(!it->second.job_active, "KV released while a job holds the sequence");
     bool held = it->second.kv_granted;
     entries_.erase(it);
-    if (held) {
-        (void)kv_.tell(kv_release{seq}, id());
-        (void)device_.tell(da_kv_free{seq}, id());
-    }
-    // Not granted yet: the KvManager drops the waiter, or the grant comes back and is returned.
-    if (!held) (void)kv_.tell(kv_release{seq}, id());
+    // Not granted: the KvManager drops the waiter, or the grant comes back and is returned.
+    (void)kv_.tell(kv_release{seq}, id());
+    if (held) (void)device_.tell(da_kv_free{seq}, id());
     admit_pending();
 }
 
@@ -164,34 +250,64 @@ std::optional<device::slot> batch_tick_actor::free_slot() const {
     return std::nullopt;
 }
 
-void batch_tick_actor::schedule() {
-    while (device_up_) {
-        auto slot = free_slot();
-        if (!slot) return;
-        std::vector<seq_view> views;
-        views.reserve(entries_.size());
-        for (const auto& [id, e] : entries_) {
-            if (!e.kv_granted || e.finishing) continue;
-            bool prefill = e.reprefill || e.seq->device_len == 0;
-            views.push_back({id, prefill, !e.job_active && !e.awaiting, e.seq->arrived, e.last_served});
-        }
-        auto choice = plan_next_job(views, tick_, options_.policy, rt().now());
-        if (!choice) return;
-        tick_ = after_job(tick_, *choice);
-        entry& e = entries_.at(choice->seq);
+std::vector<seq_view> batch_tick_actor::views() {
+    std::vector<seq_view> out;
+    out.reserve(entries_.size());
+    for (auto& [sid, e] : entries_) {
+        if (!e.kv_granted || e.finishing) continue;
+        // Only idle sequences are read: a job's holders write tokens and device_len meanwhile.
+        const bool prefill = e.reprefill || !e.on_device;
+        const bool idle = !e.job_active && !e.awaiting;
+        if (idle && !e.growing && needs_room(e)) grow_kv(e, 0);
+        const bool ready = idle && !e.growing;
+        out.push_back({sid, prefill, ready, e.seq->arrived, e.last_served, e.group, e.awaiting && !e.job_active});
+    }
+    return out;
+}
+
+void batch_tick_actor::commit(const job_choice& choice, device::slot slot) {
+    const int group = int(device::index_of(slot));
+    std::vector<sequence_ptr> rows;
+    rows.reserve(choice.rows.size());
+    for (auto sid : choice.rows) {
+        entry& e = entries_.at(sid);
         if (e.reprefill) {
             e.seq->device_len = 0;  // the device lost this sequence's KV: feed everything again
             e.reprefill = false;
-            if (metrics_ && e.started) metrics_->requests_recovered.inc();  // resumed after a device reset
+            if (metrics_ && e.started) metrics_->requests_recovered.inc();  // resumed after a reset or preemption
         }
+        CALSERVE_INVARIANT(std::int64_t(e.seq->tokens.size()) <= e.seq->kv_tokens, "job past the KV reservation");
         e.job_active = true;
         e.awaiting = true;
-        slot_free_[device::index_of(*slot)] = false;
+        e.on_device = true;
+        if (!choice.prefill) e.group = group;
         if (!e.started) {
             e.started = true;
             (void)e.request.tell(rq_scheduled{}, id());
         }
-        (void)session_.tell(cs_run{*slot, e.seq, e.seq->device_len == 0}, id());
+        rows.push_back(e.seq);
+    }
+    if (!choice.prefill) {
+        // Members of this slot's group left out (the group grew past its cap) go to whichever slot frees next.
+        for (auto& [sid, e] : entries_)
+            if (e.group == group && !e.job_active) e.group = k_no_group;
+    }
+    tick_ = after_job(tick_, choice);
+    slot_free_[device::index_of(slot)] = false;
+    (void)session_.tell(cs_run{slot, std::move(rows), choice.prefill}, id());
+}
+
+void batch_tick_actor::schedule() {
+    while (device_up_) {
+        auto slot = free_slot();
+        if (!slot) return;
+        const auto other = *slot == device::slot::ping ? device::slot::pong : device::slot::ping;
+        const bool other_busy = options_.max_inflight >= 2 && !slot_free_[device::index_of(other)];
+        auto seqs = views();
+        auto choice = plan_next_job(seqs, tick_, options_.policy, rt().now(),
+                                    slot_view{int(device::index_of(*slot)), other_busy});
+        if (!choice) return;
+        commit(*choice, *slot);
     }
 }
 

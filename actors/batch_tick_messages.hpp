@@ -1,6 +1,7 @@
 #pragma once
 //! Messages the BatchTick (scheduler) accepts.
 #include <variant>
+#include <vector>
 
 #include "actors/actor.hpp"
 #include "actors/sequence.hpp"
@@ -19,10 +20,19 @@ struct bt_kv_granted {
     sequence_id seq = 0;
     void_result outcome;
 };
-// A slot finished its job (token sampled or job failed); seq 0 = no job.
+// Answer to a kv_grow: the sequence's reservation now holds `tokens`, or kv_full (preempt).
+struct bt_kv_grown {
+    sequence_id seq = 0;
+    std::int64_t tokens = 0;
+    void_result outcome;
+};
+// A slot finished its job (tokens sampled or job failed): the job's live rows.
+// `unrun` rows did not advance (another row's fault refused the job) and get no
+// token: they are ready again as they were.
 struct bt_slot_free {
     device::slot slot = device::slot::ping;
-    sequence_id seq = 0;
+    std::vector<sequence_id> rows;
+    std::vector<sequence_id> unrun;
 };
 // The Request consumed its token and wants the next one.
 struct bt_continue {
@@ -35,14 +45,14 @@ struct bt_finish {
 // A job that was in flight when the device faulted: its slot is free, no token comes.
 struct bt_job_lost {
     device::slot slot = device::slot::ping;
-    sequence_id seq = 0;
+    std::vector<sequence_id> rows;
 };
 struct bt_device_down {};
 struct bt_device_up {};
 // The device is dead: every sequence fails.
 struct bt_device_dead {};
 
-using batch_tick_message = std::variant<bt_admit, bt_kv_granted, bt_slot_free, bt_continue, bt_finish, bt_job_lost,
+using batch_tick_message = std::variant<bt_admit, bt_kv_granted, bt_kv_grown, bt_slot_free, bt_continue, bt_finish, bt_job_lost,
                                         bt_device_down, bt_device_up, bt_device_dead>;
 
 }  // namespace calserve::actors

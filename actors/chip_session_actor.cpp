@@ -1,5 +1,7 @@
 #include "actors/chip_session_actor.hpp"
 
+#include <algorithm>
+
 #include "actors/batch_tick_actor.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/metrics.hpp"
@@ -52,7 +54,7 @@ void chip_session_actor::on(cs_run& m) {
     auto job = std::make_shared<job_context>();
     job->slot = m.slot;
     job->epoch = ++s.epoch;
-    job->seq = std::move(m.seq);
+    job->rows = std::move(m.rows);
     job->prefill = m.prefill;
     job->logits = std::move(s.spare);
     s.job = job;
@@ -73,12 +75,10 @@ void chip_session_actor::on(cs_job_done& m) {
             // Refused because the device is recovering: the job is lost, not failed.
             s.job = nullptr;
             s.life.transition_to(slot_state::free);
-            (void)tick_.tell(bt_job_lost{m.job->slot, m.job->seq->seq}, id());
+            (void)tick_.tell(bt_job_lost{m.job->slot, m.job->row_ids()}, id());
             return;
         }
-        if (auto request = lookup_(m.job->seq->seq); request.valid())
-            (void)request.tell(rq_failed{m.outcome.error()}, id());
-        free_slot(s, true);
+        fail_rows(s, m.job, m.outcome.error());
         return;
     }
     s.life.transition_to(slot_state::done);
@@ -89,25 +89,50 @@ void chip_session_actor::on(cs_job_done& m) {
 void chip_session_actor::on(cs_sampled& m) {
     if (!current(m.job)) return;
     auto& s = slot_of(m.job);
-    auto request = lookup_(m.job->seq->seq);
-    if (m.outcome) {
-        auto& picks = *m.outcome;
+    const auto& job = *m.job;
+    const double wall_s = std::chrono::duration<double>(job.t_done - job.t_fill).count();
+    // A batched job's compute is shared evenly by its rows: summed over requests, each job counts once.
+    const double device_s = job.device_compute_s / double(std::max<std::size_t>(1, job.rows.size()));
+    for (std::size_t r = 0; r < job.rows.size(); ++r) {
+        auto request = lookup_(job.rows[r]->seq);
+        if (!request.valid()) continue;  // finished meanwhile: its bt_finish is with the BatchTick
+        const auto& outcome = job.picks[r];
+        if (!outcome) {
+            (void)request.tell(rq_failed{outcome.error()}, id());
+            continue;
+        }
+        const auto& picks = *outcome;
         rq_token token{picks[0].token, picks[0].logprob, {}};
         token.top.assign(picks.begin() + 1, picks.end());
-        token.device_s = m.job->device_compute_s;
-        token.device_wall_s = std::chrono::duration<double>(m.job->t_done - m.job->t_fill).count();
-        if (request.valid()) (void)request.tell(std::move(token), id());
-    } else if (request.valid()) {
-        (void)request.tell(rq_failed{m.outcome.error()}, id());
+        token.device_s = device_s;
+        token.device_wall_s = wall_s;
+        (void)request.tell(std::move(token), id());
     }
     s.spare = std::move(m.job->logits);  // consumed: the buffer may take the next job
     free_slot(s, true);
 }
 
+// A request- or model-level fault of the job. When one row's device call failed, only that row's
+// request fails and the others are handed back unrun; otherwise every row's request fails.
+void chip_session_actor::fail_rows(slot_data& s, const job_ptr& job, const error_info& e) {
+    std::vector<sequence_id> unrun;
+    for (std::size_t r = 0; r < job->rows.size(); ++r) {
+        const auto seq = job->rows[r]->seq;
+        if (job->failed_row >= 0 && std::size_t(job->failed_row) != r) {
+            unrun.push_back(seq);
+            continue;
+        }
+        if (auto request = lookup_(seq); request.valid()) (void)request.tell(rq_failed{e}, id());
+    }
+    s.job = nullptr;
+    s.life.transition_to(slot_state::free);
+    (void)tick_.tell(bt_slot_free{job->slot, job->row_ids(), std::move(unrun)}, id());
+}
+
 void chip_session_actor::free_slot(slot_data& s, bool tell_tick) {
     auto job = std::move(s.job);
     s.life.transition_to(slot_state::free);
-    if (tell_tick && job) (void)tick_.tell(bt_slot_free{job->slot, job->seq->seq}, id());
+    if (tell_tick && job) (void)tick_.tell(bt_slot_free{job->slot, job->row_ids(), {}}, id());
 }
 
 void chip_session_actor::on(cs_device_down&) {
@@ -117,7 +142,7 @@ void chip_session_actor::on(cs_device_down&) {
         if (!s.life.is(slot_state::filling) && !s.life.is(slot_state::submitted)) continue;
         auto job = std::move(s.job);
         s.life.transition_to(slot_state::free);
-        (void)tick_.tell(bt_job_lost{job->slot, job->seq->seq}, id());
+        (void)tick_.tell(bt_job_lost{job->slot, job->row_ids()}, id());
     }
     (void)tick_.tell(bt_device_down{}, id());
 }

@@ -1,6 +1,8 @@
 #pragma once
 //! ChipSession: one model session bound to a chip set (TP2 on {0,1}); owns the
-//! ping and pong slots, each with its own JobContext and exclusive buffers.
+//! ping and pong slots, each with its own JobContext and exclusive buffers. A
+//! slot carries one job: a prefill, or a decode batch whose rows all finish
+//! together (each row's token goes to its own Request).
 //!
 //! Slot lifecycle (per slot):
 //!
@@ -73,6 +75,7 @@ private:
     slot_data& slot_of(const job_ptr& job) { return slots_[device::index_of(job->slot)]; }
     bool current(const job_ptr& job) { return job && slot_of(job).job == job; }
     void free_slot(slot_data& s, bool tell_tick);
+    void fail_rows(slot_data& s, const job_ptr& job, const error_info& e);
     void publish();
 
     request_lookup lookup_;

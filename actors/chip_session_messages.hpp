@@ -7,9 +7,9 @@
 
 namespace calserve::actors {
 
-struct cs_run {                       // BatchTick: run this sequence in this slot
+struct cs_run {                       // BatchTick: run these rows (one prefill, or a decode batch) in this slot
     device::slot slot = device::slot::ping;
-    sequence_ptr seq;
+    std::vector<sequence_ptr> rows;
     bool prefill = false;
 };
 struct cs_submitted {                 // DeviceActor: inputs written, infer() accepted
@@ -19,9 +19,8 @@ struct cs_job_done {                  // DeviceActor: job finished (logits copie
     job_ptr job;
     void_result outcome;
 };
-struct cs_sampled {                   // Sampler: the slot's logits are consumed
+struct cs_sampled {                   // Sampler: the slot's logits are consumed; job->picks holds each row's answer
     job_ptr job;
-    result<std::vector<token_logprob>> outcome;  // [0] = chosen token + logprob, then top_logprobs
 };
 struct cs_device_down {};             // DeviceActor: faulted; jobs not yet done are lost
 struct cs_device_up {};               // DeviceActor: recovered (reset + warm-up + golden check)

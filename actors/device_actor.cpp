@@ -33,7 +33,7 @@ std::string_view to_string(device_health s) {
 device_actor::device_actor(runtime& rt, std::shared_ptr<device::device> dev, device_actor_options options,
                            metrics::calserve_metrics* metrics)
     : actor(rt, "device"), dev_(std::move(dev)), options_(std::move(options)), metrics_(metrics),
-      lifecycle_(k_device_health_table, device_health::unconfigured, "device") {}
+      lifecycle_(k_device_health_table, device_health::unconfigured, "device"), jitter_(options_.jitter_seed) {}
 
 void device_actor::wire(address<chip_session_actor> session, address<kv_manager_actor> kv) {
     session_ = std::move(session);
@@ -53,8 +53,16 @@ bool device_actor::move_to(device_health next) {
     return true;
 }
 
+const decode_profile* device_actor::profile_for(std::int64_t rows) const {
+    for (const auto& p : options_.decode_profiles)
+        if (p.batch >= rows) return &p;
+    return nullptr;
+}
+
 const std::string& device_actor::submodel_of(const job_ptr& job) const {
-    return job->prefill ? options_.prefill_submodel : options_.decode_submodel;
+    if (job->prefill) return options_.prefill_submodel;
+    const auto* p = profile_for(job->profile);
+    return p ? p->submodel : options_.decode_profiles.back().submodel;
 }
 
 void device_actor::on(da_start&) {
@@ -152,13 +160,23 @@ void device_actor::on(da_execute& m) {
 }
 
 void_result device_actor::fill_and_submit(const job_ptr& job) {
-    auto& seq = *job->seq;
-    const auto& sm = submodel_of(job);
+    job->vocab = dev_->package().vocab_size;
+    job->counts.assign(job->rows.size(), 0);
+    job->failed_row = -1;
+    if (job->prefill) return fill_prefill(job);
+    return fill_decode(job);
+}
+
+// The documented batch-1 prefill: the sequence's tokens not yet on the device (all of them after a reset).
+void_result device_actor::fill_prefill(const job_ptr& job) {
+    auto& seq = *job->rows.front();
+    const auto& sm = options_.prefill_submodel;
     std::int64_t past = seq.device_len;
     std::int64_t count = std::int64_t(seq.tokens.size()) - past;
-    job->count = count;
+    job->counts[0] = count;
+    job->profile = 1;
     if (past == 0) {
-        (void)dev_->kv_free(seq.seq);  // stale KV from before a reset, if any
+        (void)dev_->kv_free(seq.seq);  // stale KV from before a reset or preemption, if any
         if (auto r = dev_->kv_allocate(seq.seq, seq.kv_tokens); !r) return r;
     }
     if (auto r = dev_->kv_apply(seq.seq, past + count, options_.kv_apply_timeout); !r) return r;
@@ -173,14 +191,60 @@ void_result device_actor::fill_and_submit(const job_ptr& job) {
     if (auto r = dev_->write_csr(sm, job->slot, device::k_csr_past_kv_len, std::uint32_t(past)); !r) return r;
     auto id_or = dev_->infer(sm, job->slot, seq.seq);
     if (!id_or) return id_or.error();
+    submit_wait(job, *id_or);
+    return {};
+}
+
+// One decode step for every live row, padded to the smallest profile that holds them.
+void_result device_actor::fill_decode(const job_ptr& job) {
+    const auto live = std::int64_t(job->rows.size());
+    const auto* profile = profile_for(live);
+    if (!profile) return make_error(status::invalid_argument, "no decode profile holds " + std::to_string(live) + " rows");
+    job->profile = profile->batch;
+    const auto& sm = profile->submodel;
+    const auto batch = std::size_t(profile->batch);
+    std::vector<std::int32_t> tokens(batch, 0), positions(batch, 0);
+    std::vector<device::seq_id> rows(batch, device::k_padding_row);
+    for (std::size_t r = 0; r < job->rows.size(); ++r) {
+        auto& seq = *job->rows[r];
+        const std::int64_t past = seq.device_len;
+        if (auto a = dev_->kv_apply(seq.seq, past + 1, options_.kv_apply_timeout); !a) {
+            job->failed_row = int(r);
+            return a;
+        }
+        tokens[r] = seq.tokens[std::size_t(past)];
+        positions[r] = std::int32_t(past);
+        rows[r] = seq.seq;
+        job->counts[r] = 1;
+    }
+    job->t_fill = rt().now();
+    if (auto r = dev_->slice(sm, job->slot, 1); !r) return r;
+    if (auto r = dev_->write_input(sm, job->slot, "token", as_bytes(tokens)); !r) return r;
+    if (auto r = dev_->write_input(sm, job->slot, "position", as_bytes(positions)); !r) return r;
+    for (std::size_t r = 0; r < job->rows.size(); ++r) {
+        const auto row = std::int64_t(r);
+        if (auto w = dev_->write_csr_row(sm, job->slot, device::k_csr_cur_seq_len, row, 1); !w) return w;
+        if (auto w = dev_->write_csr_row(sm, job->slot, device::k_csr_past_kv_len, row, std::uint32_t(positions[r])); !w)
+            return w;
+    }
+    auto id_or = dev_->infer_rows(sm, job->slot, rows);
+    if (!id_or) return id_or.error();
+    if (metrics_) {
+        metrics_->batch_size.observe(double(live));
+        metrics_->batch_padding_rows.inc(double(profile->batch - live));
+    }
+    submit_wait(job, *id_or);
+    return {};
+}
+
+void device_actor::submit_wait(const job_ptr& job, device::job_id job_id) {
     job->t_submitted = rt().now();
     auto self = address<device_actor>(shared_from_this());
     auto gen = generation_;
     auto me = id();
-    dev_->wait_async(*id_or, options_.wait_timeout, [self, gen, job, me](result<device::job_result> r) {
+    dev_->wait_async(job_id, options_.wait_timeout, [self, gen, job, me](result<device::job_result> r) {
         (void)self.tell(da_completed{gen, job, std::move(r)}, me);
     });
-    return {};
 }
 
 void device_actor::fail_job(const job_ptr& job, const error_info& e, int attempt) {
@@ -215,6 +279,7 @@ void device_actor::sync_fault_metrics() {
     if (!metrics_ || !options_.faults) return;
     for (std::size_t i = 0; i < device::k_fault_point_count; ++i) {
         auto point = device::all_fault_points[i];
+        if (point == device::fault_point::client_stall) continue;  // counted where it fires (net/)
         auto fires = options_.faults->fires(point);
         if (fires == counted_fires_[i]) continue;
         metrics_->faults_total.labels({device::to_string(point)}).inc(double(fires - counted_fires_[i]));
@@ -225,14 +290,23 @@ void device_actor::sync_fault_metrics() {
 void device_actor::finish_job(const job_ptr& job, const device::job_result& r) {
     auto out = dev_->output(submodel_of(job), job->slot, "logits");
     if (!out) return fault(out.error());
-    if (auto nan = device::check_logits_bf16(*out); !nan) return fault(nan.error());
-    job->logits.resize(out->size() / 2);
-    std::memcpy(job->logits.data(), out->data(), job->logits.size() * 2);  // D2H into the slot's host buffer
-    job->seq->device_len += job->count;
+    const std::size_t row_bytes = std::size_t(job->vocab) * 2;
+    const std::size_t live_bytes = row_bytes * job->rows.size();
+    if (out->size() < live_bytes)
+        return fault(make_error(status::internal, "logits output smaller than the job's live rows"));
+    // Only live rows are checked and copied: padding rows are never sampled.
+    auto live = out->first(live_bytes);
+    if (auto nan = device::check_logits_bf16(live); !nan) return fault(nan.error());
+    job->logits.resize(live_bytes / 2);
+    std::memcpy(job->logits.data(), live.data(), live_bytes);  // D2H into the slot's host buffer
     job->t_done = rt().now();
     job->device_compute_s = double(r.timing.compute_end_ns - r.timing.compute_start_ns) * 1e-9;
     if (metrics_) metrics_->device_busy_seconds.inc(job->device_compute_s);
-    (void)kv_.tell(kv_extend{job->seq->seq, job->seq->device_len}, id());
+    for (std::size_t i = 0; i < job->rows.size(); ++i) {
+        auto& seq = *job->rows[i];
+        seq.device_len += job->counts[i];
+        (void)kv_.tell(kv_extend{seq.seq, seq.device_len}, id());
+    }
     (void)session_.tell(cs_job_done{job, {}}, id());
 }
 
@@ -246,10 +320,41 @@ void device_actor::fault(const error_info& e) {
     if (!lifecycle_.is(device_health::faulted)) move_to(device_health::faulted);
     (void)session_.tell(cs_device_down{}, id());
     move_to(device_health::resetting);
-    (void)enqueue(da_reset_step{generation_}, id());
+    schedule_reset_step();
+}
+
+// The first attempt of a recovery runs at once; later ones back off (header).
+void device_actor::schedule_reset_step() {
+    auto gen = generation_;
+    if (failed_resets_ == 0 || failed_resets_ > options_.reset_limit) {  // first attempt, or declaring dead
+        (void)enqueue(da_reset_step{gen}, id());
+        return;
+    }
+    start_timer(reset_backoff(), [this, gen] { (void)enqueue(da_reset_step{gen}, id()); });
+}
+
+std::chrono::nanoseconds device_actor::reset_backoff() {
+    using std::chrono::nanoseconds;
+    if (options_.reset_backoff.count() <= 0 || failed_resets_ <= 0) return nanoseconds{0};
+    const int doublings = std::min(failed_resets_ - 1, 20);  // 2^20 x the base is past any sane cap
+    auto full = std::min(options_.reset_backoff * (std::int64_t{1} << doublings), options_.reset_backoff_max);
+    if (full.count() <= 1) return full;
+    std::uniform_int_distribution<std::int64_t> half(full.count() / 2, full.count());
+    return nanoseconds{half(jitter_)};
 }
 
 void device_actor::on(da_reset& m) {
+    if (lifecycle_.is(device_health::dead)) {
+        // An operator's reset after the cause was cleared: a fresh recovery.
+        spdlog::warn("device: reset requested while dead ({}): trying again", m.reason);
+        failed_resets_ = 0;
+        ++generation_;
+        in_flight_ = 0;
+        fault_at_ = rt().now() + std::chrono::nanoseconds(1);
+        move_to(device_health::resetting);
+        schedule_reset_step();
+        return;
+    }
     bool resettable = lifecycle_.is(device_health::ready) || lifecycle_.is(device_health::busy) ||
                       lifecycle_.is(device_health::warmup);
     if (!resettable) return;
@@ -270,9 +375,7 @@ void device_actor::on(da_reset_step& m) {
         ++failed_resets_;
         spdlog::warn("device reset failed ({} of {}): {}", failed_resets_, options_.reset_limit, r.error().what());
         move_to(device_health::resetting);
-        auto gen = generation_;
-        start_timer(options_.retry_base * (1 << std::min(failed_resets_, 10)),
-                    [this, gen] { (void)enqueue(da_reset_step{gen}, id()); });
+        schedule_reset_step();
         return;
     }
     resets_.fetch_add(1);

@@ -11,6 +11,7 @@
 //!                                     |  ^ (reset failed, below the limit)
 //!                                     v  |
 //!                                   warmup --> ready
+//!   dead --> resetting  (operator reset only)
 //!
 //! Fault handling by class (config/status.hpp): retryable (submit_busy) and
 //! capacity (KV refused) are retried with bounded exponential backoff, then the
@@ -20,9 +21,21 @@
 //! if any, are ignored by generation), the ChipSession is told, and the device
 //! is reset, warmed up and golden-checked before `ready` again. After
 //! `device.reset_limit` consecutive failed resets the device is `dead`.
+//!
+//! Reset backoff: the first reset attempt of a recovery runs at once; each
+//! further attempt (a reset that failed, or a warm-up/golden check that faulted
+//! again) waits `reset_backoff` x 2^(failures - 1), capped at `reset_backoff_max`,
+//! with "equal jitter" (a uniform draw in [d/2, d]) from a generator seeded by
+//! `jitter_seed`, so a seed or a trace replays the same waits. A short fault burst
+//! (a few ms of ccu_exception) is thereby spread out instead of exhausting the
+//! limit within the burst.
+//! Dead is not final: an operator's `device reset` (da_reset) starts a fresh
+//! recovery with the failure count at zero; if the cause is gone the device
+//! comes back to `ready` and the ChipSession is told `cs_device_up`.
 //! Fail closed: logits of a job are only released after the NaN/Inf check, and
 //! never from a job that completed after a fault was declared.
 #include <array>
+#include <random>
 
 #include "actors/actor.hpp"
 #include "actors/device_actor_messages.hpp"
@@ -40,7 +53,7 @@ struct calserve_metrics;
 enum class device_health : std::uint8_t { unconfigured, configuring, warmup, ready, busy, faulted, resetting, dead };
 std::string_view to_string(device_health s);
 
-inline constexpr std::array<transition<device_health>, 14> k_device_health_table{{
+inline constexpr std::array<transition<device_health>, 15> k_device_health_table{{
     {device_health::unconfigured, device_health::configuring},
     {device_health::configuring, device_health::warmup},
     {device_health::configuring, device_health::dead},
@@ -55,16 +68,26 @@ inline constexpr std::array<transition<device_health>, 14> k_device_health_table
     {device_health::resetting, device_health::resetting},
     {device_health::resetting, device_health::dead},
     {device_health::ready, device_health::resetting},
+    {device_health::dead, device_health::resetting},
 }};
+
+// A decode program of the package: its batch size (profile) and exact name.
+struct decode_profile {
+    std::int64_t batch = 1;
+    std::string submodel;
+};
 
 struct device_actor_options {
     std::string prefill_submodel;
-    std::string decode_submodel;
+    std::vector<decode_profile> decode_profiles;            // ascending batch; at least batch 1
     std::chrono::nanoseconds wait_timeout{std::chrono::seconds(10)};
     std::chrono::nanoseconds kv_apply_timeout{std::chrono::seconds(1)};
     int reset_limit = 3;
     int retry_limit = 6;                                    // submit_busy / KV refusals
     std::chrono::nanoseconds retry_base{std::chrono::milliseconds(1)};
+    std::chrono::nanoseconds reset_backoff{std::chrono::milliseconds(50)};      // 0 = no wait between attempts
+    std::chrono::nanoseconds reset_backoff_max{std::chrono::seconds(5)};
+    std::uint64_t jitter_seed = 1;                          // device.sim.seed: replays draw the same jitter
     // The injected-fault registry the device consults (may be null): faults_total{point}
     // is counted from its fires, so the metric equals what was injected, per point.
     std::shared_ptr<device::fault_registry> faults;
@@ -91,12 +114,18 @@ private:
     void on(da_reset_step& m);
 
     void_result fill_and_submit(const job_ptr& job);
+    void_result fill_prefill(const job_ptr& job);
+    void_result fill_decode(const job_ptr& job);
+    void submit_wait(const job_ptr& job, device::job_id id);
     void finish_job(const job_ptr& job, const device::job_result& r);
     void fail_job(const job_ptr& job, const error_info& e, int attempt);
     void fault(const error_info& e);
     void start_golden();
+    void schedule_reset_step();
+    std::chrono::nanoseconds reset_backoff();
     bool move_to(device_health next);
     const std::string& submodel_of(const job_ptr& job) const;
+    const decode_profile* profile_for(std::int64_t rows) const;
     void sync_fault_metrics();
 
     std::shared_ptr<device::device> dev_;
@@ -114,6 +143,7 @@ private:
     std::vector<std::uint16_t> golden_logits_;  // from the first warm-up: recovery must reproduce them
     std::vector<std::uint16_t> golden_scratch_;
     std::array<std::uint64_t, device::k_fault_point_count> counted_fires_{};  // fires already in faults_total
+    std::mt19937_64 jitter_;            // reset backoff jitter; drawn only on the actor's strand
 };
 
 }  // namespace calserve::actors

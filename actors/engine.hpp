@@ -87,6 +87,10 @@ struct model_card {
     std::int64_t usable_context = 0;          // min(package, slot, tokenizer)
     std::int64_t vocab_size = 0;
     std::string backend;                      // "sim" or "cpu"
+    // A prompt text longer than this cannot fit in usable_context whatever its
+    // content (model::tokenizer::max_text_bytes); 0 = no such bound. The network
+    // layer refuses such a prompt without tokenizing it.
+    std::size_t max_prompt_bytes = 0;
 };
 
 struct engine_health {
@@ -109,6 +113,12 @@ public:
 
     // Tokenizer access for /tokenize, /detokenize and prompt preparation.
     virtual result<std::vector<token_id>> encode(std::string_view text) const = 0;
+    // encode, answering context_overflow as soon as the text needs more than
+    // `max_tokens` ids (bounded work for a prompt that cannot fit).
+    virtual result<std::vector<token_id>> encode_prompt(std::string_view text, std::int64_t max_tokens) const {
+        (void)max_tokens;
+        return encode(text);
+    }
     virtual result<std::string> decode(const std::vector<token_id>& ids) const = 0;
     virtual result<std::string> apply_chat_template(const std::vector<chat_message>& messages,
                                                     bool add_generation_prompt) const = 0;

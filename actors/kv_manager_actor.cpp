@@ -1,5 +1,7 @@
 #include "actors/kv_manager_actor.hpp"
 
+#include <algorithm>
+
 #include "actors/metrics.hpp"
 #include "config/invariant.hpp"
 
@@ -16,6 +18,7 @@ void kv_manager_actor::on_message(kv_manager_message& msg) {
         [this](auto& m) {
             using T = std::decay_t<decltype(m)>;
             if constexpr (std::is_same_v<T, kv_reserve>) on_reserve(m);
+            else if constexpr (std::is_same_v<T, kv_grow>) on_grow(m);
             else if constexpr (std::is_same_v<T, kv_extend>) on_extend(m);
             else if constexpr (std::is_same_v<T, kv_release>) on_release(m);
             else on_expired(m);
@@ -34,7 +37,7 @@ bool kv_manager_actor::try_grant(kv_reserve& m) {
 }
 
 void kv_manager_actor::on_reserve(kv_reserve& m) {
-    if (!pool_.could_fit(m.tokens)) {
+    if (!pool_.could_fit(std::max(m.tokens, m.full_tokens))) {
         m.reply(kv_grant{m.seq, make_error(status::context_overflow, "sequence larger than the whole KV cache")});
         return;
     }
@@ -51,7 +54,24 @@ void kv_manager_actor::on_reserve(kv_reserve& m) {
     auto seq = m.seq;
     // The expiry comes back as a message so it is traced like any other input.
     auto timer = start_timer(delay, [this, seq] { (void)enqueue(kv_wait_expired{seq}, id()); });
-    waiters_.push_back(waiter{std::move(m), timer});
+    bool front = m.front;
+    if (front) {
+        // Behind earlier preempted sequences, ahead of every new admission.
+        auto it = std::find_if(waiters_.begin(), waiters_.end(), [](const waiter& w) { return !w.request.front; });
+        waiters_.insert(it, waiter{std::move(m), timer});
+        serve_waiters();
+    } else {
+        waiters_.push_back(waiter{std::move(m), timer});
+    }
+}
+
+void kv_manager_actor::on_grow(kv_grow& m) {
+    if (m.preempt != 0) pool_.release(m.preempt);
+    void_result outcome = make_error(status::kv_full, "no free KV block to grow sequence " + std::to_string(m.seq));
+    if (auto plan = pool_.try_grow(m.seq, m.tokens)) outcome = pool_.commit_grow(*plan);
+    else if (!pool_.holds(m.seq)) outcome = make_error(status::unknown_sequence, "sequence " + std::to_string(m.seq));
+    m.reply(kv_grant{m.seq, outcome});
+    serve_waiters();
 }
 
 void kv_manager_actor::on_extend(const kv_extend& m) {

@@ -6,7 +6,10 @@
 //! bounded wait queue (k_kv_wait_queue) with a deadline timer; `kv_release`
 //! returns blocks and serves waiters in order. A request that can never fit is
 //! refused with context_overflow; a full queue answers queue_full; a waiter
-//! whose deadline passes gets kv_full. No wait is unbounded.
+//! whose deadline passes gets kv_full. No wait is unbounded. `kv_grow` (a
+//! running sequence under on-demand KV) never waits: free blocks or kv_full, and
+//! it goes before waiters (running work first); a preempted sequence's
+//! re-reservation (`front`) waits ahead of new admissions.
 //! Invariant: the pool is conserved after every message (checked).
 #include <deque>
 #include <optional>
@@ -38,6 +41,7 @@ private:
         timer_handle timer;
     };
     void on_reserve(kv_reserve& m);
+    void on_grow(kv_grow& m);
     void on_extend(const kv_extend& m);
     void on_release(const kv_release& m);
     void on_expired(const kv_wait_expired& m);

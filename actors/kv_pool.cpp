@@ -1,5 +1,6 @@
 #include "actors/kv_pool.hpp"
 
+#include <algorithm>
 #include <string>
 
 namespace calserve::actors {
@@ -21,6 +22,28 @@ void_result kv_pool::commit(const kv_plan& plan) {
     free_blocks_ -= plan.blocks;
     held_[plan.seq] = holding{plan.blocks, 0};
     return {};
+}
+
+std::optional<kv_plan> kv_pool::try_grow(sequence_id seq, std::int64_t tokens) const {
+    auto it = held_.find(seq);
+    if (it == held_.end()) return std::nullopt;
+    const std::int64_t extra = std::max<std::int64_t>(0, blocks_for(tokens) - it->second.blocks);
+    if (extra > free_blocks_) return std::nullopt;
+    return kv_plan{seq, extra, tokens};
+}
+
+void_result kv_pool::commit_grow(const kv_plan& plan) {
+    auto it = held_.find(plan.seq);
+    if (it == held_.end()) return make_error(status::unknown_sequence, "sequence " + std::to_string(plan.seq));
+    if (plan.blocks > free_blocks_) return make_error(status::kv_full, "plan no longer fits");
+    free_blocks_ -= plan.blocks;
+    it->second.blocks += plan.blocks;
+    return {};
+}
+
+std::int64_t kv_pool::reserved_tokens(sequence_id seq) const {
+    auto it = held_.find(seq);
+    return it == held_.end() ? 0 : it->second.blocks * block_tokens_;
 }
 
 void_result kv_pool::extend(sequence_id seq, std::int64_t length) {

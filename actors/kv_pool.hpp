@@ -1,13 +1,15 @@
 #pragma once
 //! KV budget accounting in blocks (pure, no actor): the KvManager actor applies it.
 //!
-//! Plan/commit: `try_reserve(seq, tokens)` plans enough blocks for the whole
-//! sequence (prompt + max_tokens) and returns nothing when they are not free
-//! ("wait or push back"); `commit` makes the plan the sequence's reservation.
-//! `extend(seq, length)` moves the used-token mark inside the reservation, per
-//! token; `release(seq)` returns every block. Reserving the whole sequence up
-//! front means a running sequence can never run out of KV mid-decode, so no
-//! preemption is needed (docs/decisions.md).
+//! Plan/commit: `try_reserve(seq, tokens)` plans enough blocks for `tokens`
+//! and returns nothing when they are not free ("wait or push back"); `commit`
+//! makes the plan the sequence's reservation. `try_grow(seq, tokens)` plans the
+//! extra blocks that take an existing reservation to `tokens` (nothing when they
+//! are not free: preempt), `commit_grow` applies it. `extend(seq, length)` moves
+//! the used-token mark inside the reservation, per token; `release(seq)` returns
+//! every block. Under runtime.kv_policy=reserve a sequence reserves prompt +
+//! max_tokens up front and never grows; under on_demand it reserves the prompt
+//! plus a step and grows (docs/decisions.md).
 //!
 //! Invariants: free + sum(reserved) == total; used_tokens(seq) <= reserved
 //! blocks x block_tokens; a sequence holds at most one reservation.
@@ -37,6 +39,11 @@ public:
 
     [[nodiscard]] std::optional<kv_plan> try_reserve(sequence_id seq, std::int64_t tokens) const;
     void_result commit(const kv_plan& plan);
+    // Extra blocks taking `seq`'s reservation to `tokens` (plan.blocks may be 0).
+    [[nodiscard]] std::optional<kv_plan> try_grow(sequence_id seq, std::int64_t tokens) const;
+    void_result commit_grow(const kv_plan& plan);
+    // Tokens the sequence's blocks hold (0 if unknown).
+    std::int64_t reserved_tokens(sequence_id seq) const;
     // Marks `length` tokens of `seq` as written. Fails past the reservation.
     void_result extend(sequence_id seq, std::int64_t length);
     // Returns the blocks of `seq`; unknown sequences are ignored. Returns blocks freed.

@@ -159,6 +159,16 @@ struct calserve_metrics {
     histogram& recovery_seconds;
     counter& requests_recovered;
     family<counter> requests_failed_total;    // {class}: a fault_class name
+    histogram& batch_size;                    // live rows per decode job
+    counter& batch_padding_rows;              // rows computed beyond the live ones (profile padding)
+    counter& preemptions_total;               // sequences whose KV was given up (recompute later)
+    counter& prompt_tokens_total;             // prompt tokens admitted
+    counter& generation_tokens_total;         // tokens generated (sampled and streamed)
+    // net/: prompt work on the tokenize pool (net/tokenize_pool.hpp).
+    counter& tokenize_jobs;                   // prompts tokenized on the pool's threads
+    counter& tokenize_bytes;                  // prompt bytes handed to the tokenizer
+    counter& tokenize_refused;          // prompts refused by byte length, untokenized
+    gauge& tokenize_queue;                    // prompts waiting or running on the pool
 
     // Sets device_state from a DeviceActor state name (unknown names -> -1).
     void set_device_state(std::string_view state_name) { device_state.set(device_state_code(state_name)); }

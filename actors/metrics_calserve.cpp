@@ -32,6 +32,12 @@ constexpr std::string_view k_fault_classes[] = {"retryable", "request", "capacit
 constexpr std::string_view k_device_states[] = {"unconfigured", "configuring", "ready", "busy",
                                                 "faulted",      "resetting",   "warmup", "dead"};
 
+// 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64: every profile size and the gaps between them.
+std::span<const double> batch_buckets() {
+    static constexpr double bounds[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64};
+    return bounds;
+}
+
 histogram& hist(registry& r, const char* name, const char* help, std::span<const double> bounds) {
     return r.add_histogram(name, help, bounds).get();
 }
@@ -100,7 +106,26 @@ calserve_metrics::calserve_metrics(registry& r)
       requests_recovered(r.add_counter("calserve_requests_recovered_total",
                                        "In-flight requests re-prefilled after a device fault that then continued.")
                              .get()),
-      requests_failed_total(make_failed(r)) {
+      requests_failed_total(make_failed(r)),
+      batch_size(hist(r, "calserve_batch_size", "Live rows (sequences) per decode job.", batch_buckets())),
+      batch_padding_rows(r.add_counter("calserve_batch_padding_rows_total",
+                                       "Decode rows computed only to pad a job to its batch profile.")
+                             .get()),
+      preemptions_total(r.add_counter("calserve_preemptions_total",
+                                      "Running sequences preempted (KV given up, re-prefilled later) for KV room.")
+                            .get()),
+      prompt_tokens_total(r.add_counter("calserve_prompt_tokens_total", "Prompt tokens of admitted requests.").get()),
+      generation_tokens_total(
+          r.add_counter("calserve_generation_tokens_total", "Tokens generated and streamed to clients.").get()),
+      tokenize_jobs(r.add_counter("calserve_tokenize_jobs_total",
+                                  "Prompts tokenized (chat template + tokenizer) on the tokenize pool's threads.")
+                        .get()),
+      tokenize_bytes(r.add_counter("calserve_tokenize_bytes_total", "Prompt text bytes handed to the tokenizer.").get()),
+      tokenize_refused(r.add_counter("calserve_tokenize_refused_total",
+                                           "Prompts refused by their byte length alone, without tokenizing.")
+                                 .get()),
+      tokenize_queue(r.add_gauge("calserve_tokenize_queue", "Prompts waiting for or running on the tokenize pool.")
+                         .get()) {
     install_process_metrics(r);  // process_* from /proc/self, refreshed per scrape
 }
 

@@ -54,6 +54,7 @@ double request_actor::since_arrival(std::chrono::nanoseconds t) const {
 
 void request_actor::on(rq_start&) {
     life_.transition_to(request_state::queued);
+    if (metrics_) metrics_->prompt_tokens_total.inc(double(setup_.seq->prompt_len));
     deadline_ = start_timer(setup_.timeout, [this] { (void)enqueue(rq_deadline{}, id()); });
     (void)setup_.tick.tell(bt_admit{setup_.seq, address<request_actor>(shared_from_this())}, id());
 }
@@ -80,6 +81,7 @@ void request_actor::on(rq_token& m) {
     // TTFT, inter-token and end-to-end latency and requests_total are recorded at the
     // network edge (net/), where the client-visible times are; not here, to count once.
     ++completion_tokens_;
+    if (metrics_) metrics_->generation_tokens_total.inc();
     bool stop_id = std::find(setup_.stop_ids.begin(), setup_.stop_ids.end(), m.token) != setup_.stop_ids.end();
     if (stop_id) {
         finish(request_state::finished, finish_reason::stop, std::nullopt);

@@ -1,39 +1,93 @@
 #include "actors/sampler_actor.hpp"
 
+#include <algorithm>
+
 #include "actors/chip_session_actor.hpp"
 #include "actors/metrics.hpp"
+#include "device/fault_points.hpp"
+#include "model/kernels_pool.hpp"
 
 namespace calserve::actors {
 
-sampler_actor::sampler_actor(runtime& rt, metrics::calserve_metrics* metrics)
-    : actor(rt, "sampler"), metrics_(metrics) {}
+sampler_actor::sampler_actor(runtime& rt, sampler_options options, metrics::calserve_metrics* metrics)
+    : actor(rt, "sampler"), options_(std::move(options)), metrics_(metrics) {
+    options_.threads = std::max(1, options_.threads);
+    if (options_.threads > 1) pool_ = std::make_unique<model::thread_pool>(options_.threads);
+    samplers_.resize(std::size_t(options_.threads));
+}
+
+sampler_actor::~sampler_actor() = default;
 
 void sampler_actor::on_message(sampler_message& msg) {
     std::visit([this](auto& m) { on(m); }, msg);
 }
 
-void sampler_actor::on(sm_sample& m) {
-    auto& seq = *m.job->seq;
-    auto start = rt().now();
-    std::span<const std::int32_t> all(seq.tokens);
-    model::token_history history{all.first(std::size_t(seq.prompt_len)), all.subspan(std::size_t(seq.prompt_len))};
-    auto picked = sampler_.sample(std::span<const model::bf16>(m.job->logits), seq.params, history, seq.rng);
-    result<std::vector<token_logprob>> outcome = make_error(status::internal, "unset");
-    if (!picked) {
-        outcome = picked.error();
-    } else {
+namespace {
+void sample_rows(job_context& job, std::size_t begin, std::size_t end, model::sampler& sampler) {
+    const auto vocab = std::size_t(job.vocab);
+    std::span<const model::bf16> all(job.logits);
+    for (std::size_t r = begin; r < end; ++r) {
+        auto& seq = *job.rows[r];
+        std::span<const std::int32_t> tokens(seq.tokens);
+        model::token_history history{tokens.first(std::size_t(seq.prompt_len)), tokens.subspan(std::size_t(seq.prompt_len))};
+        auto picked = sampler.sample(all.subspan(r * vocab, vocab), seq.params, history, seq.rng);
+        if (!picked) {
+            job.picks[r] = picked.error();
+            continue;
+        }
         std::vector<token_logprob> picks;
         picks.reserve(1 + picked->top_count);
         picks.push_back({picked->token, picked->logprob});
         for (const auto& t : picked->top_logprobs()) picks.push_back({t.token, t.logprob});
         seq.tokens.push_back(picked->token);
-        outcome = std::move(picks);
+        job.picks[r] = std::move(picks);
     }
-    m.job->t_sampled = rt().now();
+}
+}  // namespace
+
+void sample_batch(job_context& job, std::span<model::sampler> samplers, model::thread_pool* pool) {
+    const std::size_t rows = job.rows.size();
+    job.picks.assign(rows, make_error(status::internal, "row not sampled"));
+    const std::size_t shares = std::min<std::size_t>(samplers.size(), rows);
+    if (shares <= 1 || !pool) {
+        sample_rows(job, 0, rows, samplers[0]);
+        return;
+    }
+    // Share i takes rows [i*rows/shares, (i+1)*rows/shares) with scratch sampler i; a row's
+    // result does not depend on its share.
+    const auto work = std::int64_t(rows) * job.vocab;
+    pool->parallel_for(std::int64_t(shares), 1, work, [&](std::int64_t b, std::int64_t e) {
+        for (auto i = std::size_t(b); i < std::size_t(e); ++i)
+            sample_rows(job, i * rows / shares, (i + 1) * rows / shares, samplers[i]);
+    });
+}
+
+std::chrono::nanoseconds sampler_actor::stall_of(const job_context& job) {
+    if (!options_.faults || !options_.faults->any_armed()) return {};
+    for (const auto& row : job.rows) {
+        auto fire = options_.faults->check(device::fault_point::sampler_stall, {0, {}, row->seq, {}});
+        if (!fire) continue;
+        auto delay = std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::duration<double, std::milli>(fire->delay_ms));
+        return std::clamp<std::chrono::nanoseconds>(delay, std::chrono::nanoseconds{0}, k_sampler_stall_max);
+    }
+    return {};
+}
+
+void sampler_actor::on(sm_sample& m) {
+    auto& job = *m.job;
+    auto start = rt().now();
+    sample_batch(job, samplers_, pool_.get());
+    job.t_sampled = rt().now();
     if (metrics_) {
-        metrics_->phase_seconds(metrics::phase::sample).observe(std::chrono::duration<double>(m.job->t_sampled - start).count());
+        metrics_->phase_seconds(metrics::phase::sample).observe(std::chrono::duration<double>(job.t_sampled - start).count());
     }
-    (void)session_.tell(cs_sampled{m.job, std::move(outcome)}, id());
+    auto stall = stall_of(job);
+    if (stall.count() > 0) {
+        start_timer(stall, [this, job = m.job] { (void)session_.tell(cs_sampled{job}, id()); });
+        return;
+    }
+    (void)session_.tell(cs_sampled{m.job}, id());
 }
 
 }  // namespace calserve::actors

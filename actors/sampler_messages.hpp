@@ -6,7 +6,7 @@
 
 namespace calserve::actors {
 
-// Sample the next token of the job's sequence from the job's BF16 logits.
+// Sample the next token of every live row of the job from the job's BF16 logits.
 struct sm_sample {
     job_ptr job;
 };

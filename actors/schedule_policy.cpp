@@ -14,31 +14,63 @@ const seq_view* oldest_prefill(std::span<const seq_view> seqs) {
     return best;
 }
 
-const seq_view* least_recent_decode(std::span<const seq_view> seqs) {
-    const seq_view* best = nullptr;
+int decoders_of(std::span<const seq_view> seqs) {
+    return int(std::count_if(seqs.begin(), seqs.end(), [](const seq_view& s) { return !s.needs_prefill; }));
+}
+
+struct decode_plan {
+    std::vector<std::uint64_t> rows;
+    bool held = false;  // a member of the batch-to-be still awaits its Request's answer
+};
+
+// The decode batch for `where`. One group while every decoder fits one batch; two
+// (one per slot) beyond that, when a slot only takes its own group and unassigned rows.
+decode_plan plan_decode(std::span<const seq_view> seqs, const schedule_params& params, slot_view where) {
+    const int decoders = decoders_of(seqs);
+    const bool two_groups = params.slots >= 2 && decoders > params.max_batch;
+    decode_plan out;
+    std::vector<const seq_view*> ready;
     for (const auto& s : seqs) {
-        if (!s.ready || s.needs_prefill) continue;
-        if (!best || s.last_served < best->last_served || (s.last_served == best->last_served && s.seq < best->seq))
-            best = &s;
+        if (s.needs_prefill) continue;
+        const bool eligible = !two_groups || !where.other_busy || s.group == k_no_group || s.group == where.slot;
+        if (!eligible) continue;
+        if (s.awaiting && (!two_groups || s.group != k_no_group)) out.held = true;
+        if (s.ready) ready.push_back(&s);
     }
-    return best;
+    std::sort(ready.begin(), ready.end(), [](const seq_view* a, const seq_view* b) {
+        return a->last_served != b->last_served ? a->last_served < b->last_served : a->seq < b->seq;
+    });
+    const auto take = std::min<std::size_t>(ready.size(), std::size_t(group_cap(decoders, params)));
+    for (std::size_t i = 0; i < take; ++i) out.rows.push_back(ready[i]->seq);
+    std::sort(out.rows.begin(), out.rows.end());
+    return out;
 }
 }  // namespace
 
-std::optional<job_choice> plan_next_job(std::span<const seq_view> seqs, const tick_state& state,
-                                        const schedule_params& params, nanoseconds now) {
-    const seq_view* prefill = oldest_prefill(seqs);
-    const seq_view* decode = least_recent_decode(seqs);
-    if (!prefill && !decode) return std::nullopt;
-    if (!decode) return job_choice{prefill->seq, true};
-    if (!prefill) return job_choice{decode->seq, false};
+int group_cap(int decoders, const schedule_params& params) {
+    if (params.slots < 2 || decoders <= params.max_batch) return std::max(1, std::min(params.max_batch, decoders));
+    return std::max(1, std::min(params.max_batch, (decoders + 1) / 2));
+}
 
-    bool aged = now - prefill->arrived >= params.ageing;
-    int decoders = int(std::count_if(seqs.begin(), seqs.end(), [](const seq_view& s) { return !s.needs_prefill; }));
-    bool round_done = state.decodes_since_prefill >= std::max(1, decoders);
-    bool budget_left = state.prefills_in_a_row < params.prefill_budget;
-    if (budget_left && (aged || round_done)) return job_choice{prefill->seq, true};
-    return job_choice{decode->seq, false};
+std::optional<job_choice> plan_next_job(std::span<const seq_view> seqs, const tick_state& state,
+                                        const schedule_params& params, nanoseconds now, slot_view where) {
+    const seq_view* prefill = oldest_prefill(seqs);
+    auto decode = plan_decode(seqs, params, where);
+    const bool decode_waits = decode.rows.empty() || decode.held;
+    if (!prefill) {
+        if (decode_waits) return std::nullopt;
+        return job_choice{false, std::move(decode.rows)};
+    }
+    if (decode.rows.empty() && !decode.held) return job_choice{true, {prefill->seq}};
+
+    const bool aged = now - prefill->arrived >= params.ageing;
+    const int decoders = decoders_of(seqs);
+    const int groups = params.slots >= 2 && decoders > params.max_batch ? 2 : 1;
+    const bool round_done = state.decodes_since_prefill >= groups;
+    const bool budget_left = state.prefills_in_a_row < params.prefill_budget;
+    if (budget_left && (aged || round_done)) return job_choice{true, {prefill->seq}};
+    if (decode_waits) return std::nullopt;  // the step boundary is one message away
+    return job_choice{false, std::move(decode.rows)};
 }
 
 tick_state after_job(tick_state state, const job_choice& choice) {
@@ -52,12 +84,26 @@ tick_state after_job(tick_state state, const job_choice& choice) {
     return state;
 }
 
+std::int64_t pick_profile(std::span<const std::int64_t> profiles, std::int64_t rows) {
+    for (auto b : profiles)
+        if (b >= rows) return b;
+    return 0;
+}
+
 admission_decision plan_admission(const admission_input& in) {
     if (!in.accepting) return {admission::reject, status::not_ready};
     if (!in.kv_could_ever_fit) return {admission::reject, status::context_overflow};
     if (in.running < in.max_running && in.kv_fits_now && in.queued == 0) return {admission::admit, status::ok};
     if (in.queued < in.max_queued) return {admission::queue, status::ok};
     return {admission::reject, status::queue_full};
+}
+
+std::optional<std::uint64_t> plan_victim(std::span<const victim_view> candidates) {
+    const victim_view* best = nullptr;
+    for (const auto& c : candidates)
+        if (!best || c.admitted > best->admitted) best = &c;
+    if (!best) return std::nullopt;
+    return best->seq;
 }
 
 }  // namespace calserve::actors

@@ -2,20 +2,34 @@
 //! Scheduling policy as pure functions (STYLE 6): the BatchTick and the engine
 //! apply them; tests table-drive them without any actor.
 //!
-//! plan_next_job: which sequence runs in the slot that just freed.
-//!   - decode first: sequences with a token to decode are served round-robin
-//!     (least recently served first), so two runnable sequences alternate on
-//!     ping/pong;
-//!   - a waiting prefill is taken when no decode is ready, or when every
-//!     running decoder has advanced once since the last prefill, up to
-//!     `prefill_budget` prefills in a row;
-//!   - prefills are FCFS by arrival; one that has waited `ageing` or more goes
-//!     before any decode (no starvation).
+//! plan_next_job: what runs in the slot that just freed — one prefill (the
+//! prefill program is batch 1) or a decode batch of up to `max_batch` rows.
+//!   - One group: while every decoding sequence fits one batch, the ready ones
+//!     all go together (least recently served first); the other slot is free
+//!     for prefills. Splitting them over ping and pong would read the weights
+//!     twice per token round on a memory-bound device, for a host overlap worth
+//!     far less (docs/decisions.md).
+//!   - Two groups: with more decoders than `max_batch`, they form two disjoint
+//!     groups, one per slot, each at most ceil(D / 2) and `max_batch`: a
+//!     sequence remembers the slot it last decoded in (`group`), and a slot's
+//!     batch takes its own group plus unassigned sequences (new, or cut from an
+//!     oversized group) while the other slot is busy. While the device computes
+//!     one group the host samples the other and builds its next batch.
+//!   - Step boundary: a batch waits while one of its would-be rows still awaits
+//!     its Request's answer (continue or finish, one message away), so batches
+//!     do not fragment into batches of one.
+//!   - Prefill vs decode: a waiting prefill (FCFS by arrival) is taken when no
+//!     decode can go, or when every decode group advanced once since the last
+//!     prefill, up to `prefill_budget` prefills in a row; a prefill that has
+//!     waited `ageing` or more goes before any decode. Decodes never starve:
+//!     after `prefill_budget` prefills the decode batch goes first (waiting, if
+//!     need be, for its step boundary).
 //! plan_admission: admit now, queue, or reject with the status to report.
 #include <chrono>
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <vector>
 
 #include "config/status.hpp"
 
@@ -23,12 +37,16 @@ namespace calserve::actors {
 
 using std::chrono::nanoseconds;
 
+inline constexpr int k_no_group = -1;
+
 struct seq_view {
     std::uint64_t seq = 0;
-    bool needs_prefill = false;   // admitted, prompt not yet on the device
-    bool ready = false;           // not in flight and has work (prefill or a token to decode)
+    bool needs_prefill = false;   // admitted, prompt (again, after a reset or preemption) not on the device
+    bool ready = false;           // not in flight, not awaiting, has KV for its next job
     nanoseconds arrived{0};
     nanoseconds last_served{0};
+    int group = k_no_group;       // decode group: the slot it last decoded in
+    bool awaiting = false;        // its last token is with the Request (answer pending)
 };
 
 struct tick_state {
@@ -39,18 +57,30 @@ struct tick_state {
 struct schedule_params {
     int prefill_budget = 1;
     nanoseconds ageing = std::chrono::seconds(2);
+    int max_batch = 1;            // rows of the largest decode job
+    int slots = 2;                // jobs in flight (ping/pong = 2)
+};
+
+// Where the plan is for: the slot that freed and whether the other one carries a job.
+struct slot_view {
+    int slot = 0;
+    bool other_busy = false;
 };
 
 struct job_choice {
-    std::uint64_t seq = 0;
     bool prefill = false;
+    std::vector<std::uint64_t> rows;  // prefill: one sequence; decode: 1..max_batch, in row order
     friend bool operator==(const job_choice&, const job_choice&) = default;
 };
 
 std::optional<job_choice> plan_next_job(std::span<const seq_view> seqs, const tick_state& state,
-                                        const schedule_params& params, nanoseconds now);
+                                        const schedule_params& params, nanoseconds now, slot_view where = {});
 // Updates the counters after `choice` was scheduled.
 tick_state after_job(tick_state state, const job_choice& choice);
+// Largest group a slot takes when `decoders` sequences are decoding.
+int group_cap(int decoders, const schedule_params& params);
+// The smallest profile holding `rows` (profiles ascending); 0 when none does.
+std::int64_t pick_profile(std::span<const std::int64_t> profiles, std::int64_t rows);
 
 struct admission_input {
     std::int64_t running = 0;        // admitted sequences holding KV
@@ -70,5 +100,14 @@ struct admission_decision {
 };
 
 admission_decision plan_admission(const admission_input& in);
+
+// Preemption by recompute: the victim when a running sequence cannot extend its
+// KV — the most recently admitted sequence not in a job (it may be the one that
+// asked). Candidates are (sequence, admission order); nullopt when empty.
+struct victim_view {
+    std::uint64_t seq = 0;
+    std::uint64_t admitted = 0;   // admission order: larger = more recent
+};
+std::optional<std::uint64_t> plan_victim(std::span<const victim_view> candidates);
 
 }  // namespace calserve::actors

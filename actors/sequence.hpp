@@ -9,7 +9,8 @@
 //! Invariants: prompt_len <= tokens.size(); device_len <= tokens.size();
 //! the next job feeds tokens[device_len..]: a prefill when device_len == 0
 //! (also after a device reset: re-prefill of prompt + generated so far),
-//! otherwise exactly one decode token.
+//! otherwise exactly one decode token. tokens.size() <= kv_tokens <= full_tokens
+//! before each job (the BatchTick grows the reservation first).
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -31,7 +32,8 @@ struct sequence_state {
     std::int64_t prompt_len = 0;
     std::int64_t device_len = 0;          // tokens held in device KV
     std::int64_t max_tokens = 0;
-    std::int64_t kv_tokens = 0;           // reservation: prompt + max_tokens, capped by context
+    std::int64_t kv_tokens = 0;           // KV reserved now (host budget): grows under kv_policy on_demand
+    std::int64_t full_tokens = 0;         // prompt + max_tokens: the most it can ever need
     model::sampling_params params;
     model::request_rng rng;
     std::chrono::nanoseconds arrived{0};

@@ -49,6 +49,25 @@ struct serving_engine::watch {
 
 namespace {
 
+// The package's decode programs by batch size, ascending (one per size).
+std::vector<decode_profile> decode_profiles_of(const device::package_spec& spec) {
+    std::vector<decode_profile> out;
+    for (const auto& sm : spec.submodels) {
+        if (sm.kind != device::submodel_kind::decode) continue;
+        if (std::any_of(out.begin(), out.end(), [&](const decode_profile& p) { return p.batch == sm.batch; })) continue;
+        out.push_back({std::max<std::int64_t>(1, sm.batch), sm.name});
+    }
+    std::sort(out.begin(), out.end(), [](const decode_profile& a, const decode_profile& b) { return a.batch < b.batch; });
+    return out;
+}
+
+// The profile a batch of `rows` runs in (the smallest that holds it).
+std::int64_t pick_profile_batch(const std::vector<decode_profile>& profiles, std::int64_t rows) {
+    for (const auto& p : profiles)
+        if (p.batch >= rows) return p.batch;
+    return 0;
+}
+
 // Forwards to the client's sink and tells the watchdog that tokens are flowing.
 class progress_sink final : public generation_sink {
 public:
@@ -121,6 +140,12 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
     std::int64_t slot_context = cfg.integer("runtime.slot_context");
     scheduler_ = std::make_unique<runtime_scheduler>(rt);
     faults_ = std::make_shared<device::fault_registry>(std::uint64_t(cfg.integer("device.sim.seed")));
+    // Who asks which point: the device (sim or cpu backend) every device-level one, the
+    // sampler sampler_stall. client_stall belongs to the network layer, which declares
+    // it where its hook is wired (calserve serve); without one, arming it is refused.
+    faults_->set_consumers({});
+    for (auto p : device::all_fault_points)
+        if (p != device::fault_point::client_stall) faults_->add_consumer(p);
     // Loads the package (or the HF directory) and configures the device (parameters in place).
     auto dev = cpu ? device::sim::open_cpu_device(setup.model_dir, cfg, *scheduler_, faults_)
                    : device::sim::open_sim_device(setup.package_dir, cfg, *scheduler_, faults_);
@@ -133,12 +158,19 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
     for (auto id : tokenizer_->eos_token_ids()) eos_ids_.push_back(id);
 
     const auto* prefill = spec->first_of(device::submodel_kind::prefill);
-    const auto* decode = spec->first_of(device::submodel_kind::decode);
-    if (!prefill || !decode) return make_error(status::submodel_not_found, "package needs a prefill and a decode submodel");
+    auto profiles = decode_profiles_of(*spec);
+    if (!prefill || profiles.empty() || profiles.front().batch != 1)
+        return make_error(status::submodel_not_found, "package needs a prefill and a batch-1 decode submodel");
+    // runtime.max_batch caps the rows per job; profiles above it are never used.
+    std::int64_t max_batch = cfg.integer("runtime.max_batch");
+    if (max_batch <= 0 || max_batch > profiles.back().batch) max_batch = profiles.back().batch;
+    const std::int64_t top = pick_profile_batch(profiles, max_batch);
+    std::erase_if(profiles, [&](const decode_profile& p) { return p.batch > top; });
 
     card_.name = setup.model_name.empty() ? (cpu ? setup.model_dir : setup.package_dir).filename().string() : setup.model_name;
     card_.usable_context = std::min({spec->context, slot_context, tokenizer_->model_max_length()});
     card_.vocab_size = spec->vocab_size;
+    card_.max_prompt_bytes = tokenizer_->max_text_bytes(card_.usable_context - 1).value_or(0);
     card_.backend = cpu ? "cpu" : "sim";
     max_running_ = cfg.integer("runtime.max_running");
     max_queued_ = cfg.integer("runtime.max_queued");
@@ -146,26 +178,37 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
 
     device_actor_options dopt;
     dopt.prefill_submodel = prefill->name;
-    dopt.decode_submodel = decode->name;
+    dopt.decode_profiles = profiles;
     dopt.wait_timeout = std::chrono::milliseconds(cfg.integer("device.wait_timeout_ms"));
     dopt.kv_apply_timeout = std::chrono::seconds(1);
     dopt.reset_limit = int(cfg.integer("device.reset_limit"));
+    dopt.reset_backoff = std::chrono::milliseconds(cfg.integer("device.reset_backoff_ms"));
+    dopt.reset_backoff_max = std::chrono::milliseconds(cfg.integer("device.reset_backoff_max_ms"));
+    dopt.jitter_seed = std::uint64_t(cfg.integer("device.sim.seed"));
     dopt.faults = faults_;
     batch_tick_options bopt;
     bopt.max_inflight = int(cfg.integer("runtime.max_inflight"));
     bopt.max_running = max_running_;
     bopt.policy.prefill_budget = int(cfg.integer("runtime.prefill_budget"));
     bopt.kv_wait = std::chrono::milliseconds(cfg.integer("runtime.kv_wait_ms"));
+    bopt.policy.max_batch = int(max_batch);
+    bopt.kv = cfg.string("runtime.kv_policy") == "reserve" ? kv_policy::reserve : kv_policy::on_demand;
+    bopt.kv_step_tokens = cfg.integer("runtime.kv_step_tokens");
     auto kv_info = spec->kv;
     std::int64_t block_tokens = std::max<std::int64_t>(1, kv_info.block_tokens);
     std::int64_t blocks = kv_info.capacity_tokens() / block_tokens;
+    if (auto cap = cfg.integer("runtime.kv_blocks"); cap > 0) blocks = std::min(blocks, cap);
+    bopt.kv_block_tokens = block_tokens;
+    sampler_options sopt;
+    sopt.threads = int(cfg.integer("runtime.sampler_threads"));
+    sopt.faults = faults_;
 
     auto reg = registry_;
     device_actor_ = spawn<device_actor>(rt, device_, dopt, metrics_);
     kv_ = spawn<kv_manager_actor>(rt, blocks, block_tokens, metrics_);
     tick_ = spawn<batch_tick_actor>(rt, bopt, metrics_);
     session_ = spawn<chip_session_actor>(rt, [reg](sequence_id s) { return reg->find(s); }, metrics_);
-    sampler_ = spawn<sampler_actor>(rt, metrics_);
+    sampler_ = spawn<sampler_actor>(rt, sopt, metrics_);
     device_actor_.lock()->wire(session_, kv_);
     tick_.lock()->wire(session_, kv_, device_actor_);
     session_.lock()->wire(tick_, device_actor_, sampler_);
@@ -179,8 +222,12 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
     watch_->mailboxes.add(probe_of(sampler_, "sampler"));
     if (rt.mode() == run_mode::threaded && watch_->progress.bound().count() > 0)
         start_watch(std::max<std::chrono::nanoseconds>(watch_->progress.bound() / 2, std::chrono::milliseconds(100)));
-    spdlog::info("engine: model '{}' on {} backend, usable context {}, KV {} blocks of {} tokens, max_inflight {}",
-                 card_.name, card_.backend, card_.usable_context, blocks, block_tokens, bopt.max_inflight);
+    std::string batches;
+    for (const auto& p : profiles) batches += (batches.empty() ? "" : ",") + std::to_string(p.batch);
+    spdlog::info("engine: model '{}' on {} backend, usable context {}, KV {} blocks of {} tokens ({}), max_inflight {}, "
+                 "decode batches {} (max_batch {})",
+                 card_.name, card_.backend, card_.usable_context, blocks, block_tokens, cfg.string("runtime.kv_policy"),
+                 bopt.max_inflight, batches, max_batch);
     return {};
 }
 
@@ -209,7 +256,7 @@ void_result serving_engine::submit(generation_request request, std::shared_ptr<g
     seq->tokens = std::move(request.prompt);
     seq->prompt_len = std::int64_t(seq->tokens.size());
     seq->max_tokens = request.max_tokens;
-    seq->kv_tokens = need;
+    seq->full_tokens = need;  // the BatchTick sets kv_tokens (the reservation) by runtime.kv_policy
     seq->params = std::move(request.sampling);
     seq->rng = model::request_rng(model::request_rng::derive_seed(seq->params.seed, seq->seq));
     seq->arrived = rt_->now();
@@ -271,6 +318,10 @@ engine_health serving_engine::health() const {
 }
 
 result<std::vector<token_id>> serving_engine::encode(std::string_view text) const { return tokenizer_->encode(text); }
+
+result<std::vector<token_id>> serving_engine::encode_prompt(std::string_view text, std::int64_t max_tokens) const {
+    return tokenizer_->encode(text, max_tokens);
+}
 
 result<std::string> serving_engine::decode(const std::vector<token_id>& ids) const { return tokenizer_->decode(ids); }
 

@@ -167,6 +167,9 @@ void traced_engine::cancel(const std::string& request_id) {
 const model_card& traced_engine::card() const { return inner_.card(); }
 engine_health traced_engine::health() const { return inner_.health(); }
 result<std::vector<token_id>> traced_engine::encode(std::string_view text) const { return inner_.encode(text); }
+result<std::vector<token_id>> traced_engine::encode_prompt(std::string_view text, std::int64_t max_tokens) const {
+    return inner_.encode_prompt(text, max_tokens);
+}
 result<std::string> traced_engine::decode(const std::vector<token_id>& ids) const { return inner_.decode(ids); }
 result<std::string> traced_engine::apply_chat_template(const std::vector<chat_message>& messages,
                                                        bool add_generation_prompt) const {

@@ -80,6 +80,7 @@ public:
     const model_card& card() const override;
     engine_health health() const override;
     result<std::vector<token_id>> encode(std::string_view text) const override;
+    result<std::vector<token_id>> encode_prompt(std::string_view text, std::int64_t max_tokens) const override;
     result<std::string> decode(const std::vector<token_id>& ids) const override;
     result<std::string> apply_chat_template(const std::vector<chat_message>& messages,
                                             bool add_generation_prompt) const override;

@@ -21,6 +21,13 @@
 //!   infer(seq) -> [wait | wait_async] -> output(...) read until the slot's next infer.
 //! Every input and both CSRs must be written again before each infer (else
 //! missing_tensor / bad_csr): stale inputs are a caller bug the device reports.
+//!
+//! Batched decode (a submodel with batch B > 1; docs/device.md "Batched jobs"):
+//!   slice(1) -> write_input "token" and "position" with B int32 each (padding
+//!   rows 0) -> write_csr_row(cur_seq_len, b, 1) and (past_kv_cur_seq_len, b,
+//!   held_b) for every live row -> infer_rows(rows) with rows[b] = the row's
+//!   sequence or k_padding_row. Each live row is validated as a single job is;
+//!   "logits" holds B x vocab, row b at [b*vocab, (b+1)*vocab), padding rows 0.
 //! At most one job per slot and therefore two per device are in flight (ping
 //! running, pong waiting); jobs complete in submission order.
 //!
@@ -56,14 +63,18 @@ struct job_timing {
     std::int64_t completed_ns = 0;  // end of the output copy (D2H)
 };
 
+// A row of a batched job that carries no sequence (costed, never computed or sampled).
+inline constexpr seq_id k_padding_row = ~seq_id{0};
+
 struct job_result {
     job_id job = 0;
     std::string submodel;
     calserve::device::slot slot = calserve::device::slot::ping;
-    seq_id sequence = 0;
-    std::int64_t tokens = 0;     // cur_seq_len of the job
-    std::int64_t kv_length = 0;  // sequence length after the job
+    seq_id sequence = 0;         // the first live row
+    std::int64_t tokens = 0;     // cur_seq_len of the job (per row)
+    std::int64_t kv_length = 0;  // length of `sequence` after the job
     job_timing timing;
+    std::vector<seq_id> rows;    // the job's rows as submitted, padding (k_padding_row) included
 };
 
 struct configure_report {
@@ -97,14 +108,22 @@ public:
     virtual void_result slice(std::string_view submodel, slot s, std::int64_t tokens) = 0;
     virtual void_result write_input(std::string_view submodel, slot s, std::string_view tensor,
                                     std::span<const std::byte> data) = 0;
+    // Row 0's register (the only one of a batch-1 submodel).
     virtual void_result write_csr(std::string_view submodel, slot s, std::string_view csr, std::uint32_t value) = 0;
+    // Row `row` (< the submodel's batch) of a batched submodel's register (base offset + 4 x row).
+    virtual void_result write_csr_row(std::string_view submodel, slot s, std::string_view csr, std::int64_t row,
+                                      std::uint32_t value) = 0;
     // Host view of an output after its job completed; valid until the slot's next infer.
     virtual result<std::span<const std::byte>> output(std::string_view submodel, slot s,
                                                       std::string_view tensor) const = 0;
 
     // --- jobs (infer, Wait) ---
     // Non-blocking: validates, snapshots the slot's inputs and queues the job.
+    // A batch-1 submodel's job for `sequence` (same as infer_rows with one row).
     virtual result<job_id> infer(std::string_view submodel, slot s, seq_id sequence) = 0;
+    // rows.size() == the submodel's batch; row b carries sequence rows[b] or k_padding_row;
+    // at least one live row; a sequence at most once.
+    virtual result<job_id> infer_rows(std::string_view submodel, slot s, std::span<const seq_id> rows) = 0;
     // Blocks the caller (or drives virtual time) until the job completes or `limit` passes.
     virtual result<job_result> wait(job_id job, timeout limit) = 0;
     // Never blocks: `done` is called once, from the backend's timer/worker thread.
@@ -115,6 +134,7 @@ public:
     virtual void_result kv_allocate(seq_id sequence, std::int64_t reserve_tokens) = 0;
     // Grows the sequence's KV to hold `total_tokens`; a stall is bounded by `limit`.
     virtual void_result kv_apply(seq_id sequence, std::int64_t total_tokens, timeout limit) = 0;
+    // Refused (invalid_argument) while the sequence is a row of a job in flight.
     virtual void_result kv_free(seq_id sequence) = 0;
     virtual void_result kv_clear() = 0;
     virtual kv_usage kv() const = 0;

@@ -1,6 +1,7 @@
 // Fault registry: arming, matching and counting (see fault_points.hpp).
 #include "device/fault_points.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace calserve::device {
@@ -67,6 +68,11 @@ result<std::uint64_t> fault_registry::arm(fault_spec spec) {
     if (!std::isfinite(spec.delay_ms) || spec.delay_ms < 0.0)
         return make_error(status::invalid_argument, "delay_ms must be >= 0");
     std::lock_guard lock(mutex_);
+    if (restricted_ && !consumed_[static_cast<std::size_t>(spec.point)]) {
+        return make_error(status::unsupported, "fault point " + std::string(to_string(spec.point)) +
+                                                   " cannot fire in this configuration (nothing here consumes it; "
+                                                   "docs/faults.md)");
+    }
     const std::uint64_t id = next_id_++;
     entry e;
     e.state.id = id;
@@ -78,6 +84,23 @@ result<std::uint64_t> fault_registry::arm(fault_spec spec) {
     entries_.emplace(id, std::move(e));
     recount_live();
     return id;
+}
+
+void fault_registry::set_consumers(std::initializer_list<fault_point> points) {
+    std::lock_guard lock(mutex_);
+    restricted_ = true;
+    for (auto& c : consumed_) c = false;
+    for (auto p : points) consumed_[static_cast<std::size_t>(p)] = true;
+}
+
+void fault_registry::add_consumer(fault_point point) {
+    std::lock_guard lock(mutex_);
+    consumed_[static_cast<std::size_t>(point)] = true;
+}
+
+bool fault_registry::consumed(fault_point point) const {
+    std::lock_guard lock(mutex_);
+    return !restricted_ || consumed_[static_cast<std::size_t>(point)];
 }
 
 std::size_t fault_registry::clear() {
@@ -105,7 +128,9 @@ std::size_t fault_registry::clear_id(std::uint64_t arm_id) {
 bool fault_registry::matches(const fault_match& m, const fault_site& site) const {
     if (m.chip && (*m.chip >= 32 || (site.chip_mask & (1u << *m.chip)) == 0)) return false;
     if (m.submodel && *m.submodel != site.submodel) return false;
-    if (m.sequence && site.sequence != m.sequence) return false;
+    if (m.sequence && site.sequence != m.sequence &&
+        std::find(site.sequences.begin(), site.sequences.end(), *m.sequence) == site.sequences.end())
+        return false;
     if (m.request && site.request != m.request) return false;
     return true;
 }

@@ -9,16 +9,24 @@
 //! optionally only where the site matches (chip, submodel, sequence, request).
 //! `delay_ms` is carried to the site, which decides what a delay means there.
 //!
+//! Consumers: a point only fires where some layer asks for it. A process that
+//! knows which layers it runs declares them (`set_consumers`, `add_consumer`);
+//! from then on arming a point nobody asks is refused with `unsupported` instead
+//! of succeeding silently. A registry with no declaration accepts every point
+//! (unit tests, the device runner).
+//!
 //! Invariants: thread-safe (one mutex; an atomic count keeps the unarmed hot path
 //! lock-free); fire counts only grow, also across `clear`; an exhausted entry
 //! stays listed (with its fires) until cleared.
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -90,11 +98,14 @@ result<fault_spec> make_fault_spec(std::string_view point, std::string_view mode
                                    double probability, std::uint64_t seed, double delay_ms, fault_match match);
 
 // Where a check happens. chip_mask 0 = chip unknown (a chip match then fails).
+// A batched job names its first live row in `sequence` and all its live rows in
+// `sequences`: a sequence match fires when any of them matches.
 struct fault_site {
     std::uint32_t chip_mask = 0;
     std::string_view submodel;
     std::optional<std::uint64_t> sequence;
     std::optional<std::uint64_t> request;
+    std::span<const std::uint64_t> sequences = {};
 };
 
 struct fault_fire {
@@ -116,8 +127,14 @@ class fault_registry {
 public:
     explicit fault_registry(std::uint64_t seed = 1) : seed_(seed) {}
 
-    // Validates and arms; returns the arm id.
+    // Validates and arms; returns the arm id. A point without a declared consumer
+    // (once any is declared) is `unsupported`.
     result<std::uint64_t> arm(fault_spec spec);
+    // Declares the points this process's layers ask for (replaces any earlier list) /
+    // adds one (the network layer when its hook is wired).
+    void set_consumers(std::initializer_list<fault_point> points);
+    void add_consumer(fault_point point);
+    bool consumed(fault_point point) const;
     // Disarms everything / one point / one arm id; returns how many entries were removed.
     std::size_t clear();
     std::size_t clear(fault_point point);
@@ -150,6 +167,8 @@ private:
     std::map<std::uint64_t, entry> entries_;              // by arm id, i.e. arm order
     std::uint64_t total_fires_[k_fault_point_count] = {};  // survives clear
     std::atomic<std::size_t> live_{0};                    // entries not exhausted
+    bool restricted_ = false;                             // guarded by mutex_: consumers were declared
+    bool consumed_[k_fault_point_count] = {};             // guarded by mutex_
     fire_observer observer_;                              // guarded by mutex_
 };
 

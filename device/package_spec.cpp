@@ -2,6 +2,7 @@
 // load_package convenience and the host-side logits check.
 #include "device/package_spec.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -29,7 +30,11 @@ result<submodel_desc> convert(const model::package::submodel& sm, std::uint32_t 
     d.chip_mask = (1u << chips) - 1u;  // whole-graph tensor parallel: every chip runs every submodel
     d.workspace_bytes_per_chip = sm.workspace_bytes_per_chip;
     d.command_bytes_per_chip = sm.command_bytes_per_chip;
-    if (sm.batch != 1) return make_error(status::unsupported, sm.name + ": batch > 1 programs are not simulated yet");
+    if (d.kind == submodel_kind::prefill && sm.batch != model::package::k_prefill_batch)
+        return make_error(status::unsupported, sm.name + ": only batch-1 prefill programs exist");
+    if (sm.batch == 0 || sm.batch > model::package::k_max_decode_batch)
+        return make_error(status::unsupported, sm.name + ": decode batch " + std::to_string(sm.batch) +
+                                                   " outside 1.." + std::to_string(model::package::k_max_decode_batch));
     for (const auto& t : sm.inputs) {
         auto c = convert(t);
         if (!c) return c.error();
@@ -42,6 +47,36 @@ result<submodel_desc> convert(const model::package::submodel& sm, std::uint32_t 
     }
     for (const auto& c : sm.csrs) d.csrs.push_back(csr_desc{c.name, c.offset});
     return d;
+}
+
+// A decode profile of batch B: token and position [B,1], logits [B,1,vocab].
+void_result check_profile_shapes(const submodel_desc& d, std::int64_t vocab) {
+    if (d.kind != submodel_kind::decode) return {};
+    const std::vector<std::int64_t> rows{d.batch, 1}, logits{d.batch, 1, vocab};
+    for (const auto& t : d.inputs)
+        if ((t.name == "token" || t.name == "position") && t.shape != rows)
+            return make_error(status::shape_mismatch, d.name + "/" + t.name + " is not [" + std::to_string(d.batch) + ",1]");
+    for (const auto& t : d.outputs)
+        if (t.name == "logits" && t.shape != logits)
+            return make_error(status::shape_mismatch,
+                              d.name + "/logits is not [" + std::to_string(d.batch) + ",1," + std::to_string(vocab) + "]");
+    return {};
+}
+
+// Prefill first, then the decode profiles by ascending batch, so first_of(decode) is batch 1;
+// spec.batch is the largest profile.
+void_result order_profiles(package_spec& spec) {
+    std::stable_sort(spec.submodels.begin(), spec.submodels.end(), [](const submodel_desc& a, const submodel_desc& b) {
+        if (a.kind != b.kind) return a.kind == submodel_kind::prefill;
+        return a.batch < b.batch;
+    });
+    std::int64_t largest = 0;
+    for (const auto& d : spec.submodels)
+        if (d.kind == submodel_kind::decode) largest = std::max(largest, d.batch);
+    if (largest != spec.batch)
+        return make_error(status::package_invalid, "manifest batch " + std::to_string(spec.batch) +
+                                                       " is not the largest decode profile " + std::to_string(largest));
+    return {};
 }
 
 // Shape facts of the packaged model for the latency model: document 000's layout
@@ -89,12 +124,16 @@ result<package_spec> package_spec_from(const model::package::package& pkg) {
     }
     spec.reference_model_dir = pkg.reference_model_dir;
     add_shape_facts(spec, pkg.root);
+    if (auto r = order_profiles(spec); !r) return r.error();
     if (auto r = validate(spec); !r) return r.error();
     for (const auto& sm : spec.submodels) {
+        if (auto r = check_profile_shapes(sm, spec.vocab_size); !r) return r.error();
         for (const auto& t : sm.outputs) {
-            if (t.name == "logits" && t.elements() != spec.vocab_size)
+            if (t.name == "logits" && t.elements() != sm.batch * spec.vocab_size)
                 return make_error(status::shape_mismatch, sm.name + "/logits has " + std::to_string(t.elements()) +
-                                                              " elements, vocab is " + std::to_string(spec.vocab_size));
+                                                              " elements, batch x vocab is " +
+                                                              std::to_string(sm.batch) + " x " +
+                                                              std::to_string(spec.vocab_size));
         }
     }
     return spec;

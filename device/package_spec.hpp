@@ -1,9 +1,13 @@
 #pragma once
 //! Builds the device's view of a package (`package_spec`) from the package model
 //! (model/package) and the reference model's config.json (shape facts the latency
-//! model needs). Fault model: a package the device cannot represent (batch > 1
-//! programs, missing token input, logits not matching the vocab) is refused here
-//! with a model-class status, before any device call.
+//! model needs). Every decode batch profile becomes one decode `submodel_desc`
+//! (prefill first, then decode by ascending batch; `batch` = the largest profile,
+//! `kv.slots` = full-context sequences the KV region holds).
+//! Fault model: a package the device cannot represent (a batch > 1 prefill, a decode
+//! batch outside 1..16, inputs not [B,1], logits not [B,1,vocab], a manifest batch
+//! that is not the largest profile) is refused here with a model-class status,
+//! before any device call.
 #include <filesystem>
 
 #include "config/result.hpp"

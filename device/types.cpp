@@ -113,6 +113,7 @@ void_result validate(const package_spec& spec) {
         if (sm.inputs.empty() || sm.outputs.empty())
             return make_error(status::package_invalid, sm.name + ": no inputs or outputs");
         if (sm.max_tokens <= 0) return make_error(status::package_invalid, sm.name + ": max_tokens not positive");
+        if (sm.batch <= 0) return make_error(status::package_invalid, sm.name + ": batch not positive");
         for (const auto* list : {&sm.inputs, &sm.outputs}) {
             for (const auto& t : *list) {
                 if (auto r = validate_tensor(sm, t); !r) return r;

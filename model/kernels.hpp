@@ -3,8 +3,10 @@
 //!
 //! Role: the inner loops: dtype conversions, dot products of stored-dtype weight
 //! rows (F32, BF16, F16) with FP32 activations, the row-parallel linear layer
-//! (matvec for decode, a multi-vector kernel for small batches that reads each
-//! weight row once, OpenBLAS sgemm over converted tiles for prefill), RMSNorm,
+//! (matvec for decode, a multi-vector kernel for batches that reads each weight
+//! row from memory once and sums each vector exactly as the matvec does, so a
+//! batch row's result never depends on its batch; OpenBLAS sgemm over converted
+//! tiles for prefill of more than 16 tokens), RMSNorm,
 //! rotary embedding (rotate-half), SiLU gating and softmax.
 //!
 //! Fault model: kernels do not fail; callers check shapes (CALSERVE_INVARIANT in
@@ -31,13 +33,19 @@ inline void convert_row_to_f32(const tensor_view& w, std::int64_t r, float* out)
 // y[i] = w.row(r0 + i) . x for rows [r0, r1).
 void dot_rows(const tensor_view& w, std::int64_t r0, std::int64_t r1, const float* x, float* y);
 
-// Y[v * ldy + r] = w.row(r) . X[v * ldx ...] for rows [r0, r1), v < nvec (nvec <= 8).
+// Y[v * ldy + r] = w.row(r) . X[v * ldx ...] for rows [r0, r1), v < nvec (any nvec).
+// Row-exact: Y[v] equals dot_rows on vector v alone, bit for bit.
 void dot_rows_multi(const tensor_view& w, std::int64_t r0, std::int64_t r1, const float* x, std::int64_t nvec,
                     std::int64_t ldx, float* y, std::int64_t ldy);
 
+// How `linear` may trade exactness for speed. `row_exact`: every row of Y equals
+// what linear gives for that row alone (t = 1), bit for bit, for any t (decode
+// batches). `fastest`: the same for t <= 16; larger t (prefill) uses sgemm.
+enum class linear_mode : std::uint8_t { fastest, row_exact };
+
 // Y[t x w.rows] = X[t x w.cols] * w^T, rows split across the pool.
 void linear(thread_pool& pool, const tensor_view& w, const float* x, std::int64_t t, std::int64_t ldx, float* y,
-            std::int64_t ldy);
+            std::int64_t ldy, linear_mode mode = linear_mode::fastest);
 
 float dot_f32(const float* a, const float* b, std::int64_t n);
 // Sum of n floats with four independent accumulators (a pure read stream; the benchmarks' bandwidth probe).

@@ -9,7 +9,9 @@
 namespace calserve::model {
 namespace {
 
-constexpr std::int64_t k_small_batch = 8;    // up to here each weight row is read once for all vectors
+// Up to here the row-exact kernel (each weight row read from memory once for all
+// vectors) is also the fast one; beyond it, prefill switches to sgemm.
+constexpr std::int64_t k_small_batch = 16;
 constexpr std::int64_t k_gemm_tile_rows = 64;  // converted FP32 tile: 64 x cols, stays in L2
 
 // Our pool already splits rows across threads; OpenBLAS must not add its own.
@@ -42,14 +44,14 @@ void gemm_rows(const tensor_view& w, std::int64_t r0, std::int64_t r1, const flo
 }  // namespace
 
 void linear(thread_pool& pool, const tensor_view& w, const float* x, std::int64_t t, std::int64_t ldx, float* y,
-            std::int64_t ldy) {
+            std::int64_t ldy, linear_mode mode) {
     if (t <= 0 || w.rows <= 0) return;
     const std::int64_t work = w.rows * w.cols * t;
     if (t == 1) {
         pool.parallel_for(w.rows, 16, work, [&](std::int64_t b, std::int64_t e) { dot_rows(w, b, e, x, y + b); });
         return;
     }
-    if (t <= k_small_batch) {
+    if (t <= k_small_batch || mode == linear_mode::row_exact) {
         pool.parallel_for(w.rows, 16, work,
                           [&](std::int64_t b, std::int64_t e) { dot_rows_multi(w, b, e, x, t, ldx, y + b, ldy); });
         return;

@@ -2,7 +2,9 @@
 // pipeline). Loading lives in tokenizer_load.cpp, the chat template in chat_template.cpp.
 #include "model/tokenizer.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <limits>
 
 #include "model/tokenizer_cache.hpp"
 #include "model/tokenizer_data.hpp"
@@ -45,8 +47,13 @@ struct encoder {
     const tokenizer_data& d;
     std::vector<token_id>& out;
     detail::word_cache& cache;
+    std::size_t limit = std::numeric_limits<std::size_t>::max();  // ids beyond which encoding stops
+    std::size_t token_bytes_max = 1;
+
+    bool over() const { return out.size() > limit; }
 
     void word(std::string_view w) {
+        if (over()) return;  // the regex still scans the rest of the segment; BPE does not
         if (w.size() == 1) {
             out.push_back(d.merges.byte_ids[static_cast<std::uint8_t>(w[0])]);
             return;
@@ -86,6 +93,12 @@ struct encoder {
             if (!changed) return changed.error();
             if (*changed) text = normalized;
         }
+        // Each token covers at most token_bytes_max bytes of the normalised segment.
+        const std::size_t at_least = (text.size() + token_bytes_max - 1) / token_bytes_max;
+        if (limit != std::numeric_limits<std::size_t>::max() && out.size() + at_least > limit) {
+            out.resize(limit + 1);  // marks the overflow; the ids are discarded
+            return {};
+        }
         return split_and_merge(text, 0);
     }
 };
@@ -102,6 +115,10 @@ result<std::shared_ptr<const tokenizer>> tokenizer::load(const std::filesystem::
 }
 
 result<std::vector<token_id>> tokenizer::encode(std::string_view text) const {
+    return encode(text, std::numeric_limits<std::int64_t>::max());
+}
+
+result<std::vector<token_id>> tokenizer::encode(std::string_view text, std::int64_t max_tokens) const {
     // Merge positions are 32-bit; no request comes near this (HTTP bodies are capped far lower).
     constexpr std::size_t max_input_bytes = std::size_t{1} << 30;
     if (text.size() > max_input_bytes) {
@@ -116,8 +133,17 @@ result<std::vector<token_id>> tokenizer::encode(std::string_view text) const {
     }
     const tokenizer_data& d = *data_;
     std::vector<token_id> ids;
-    ids.reserve(text.size() / 3 + 4);
+    const bool limited = max_tokens < std::numeric_limits<std::int64_t>::max();
+    ids.reserve(limited ? std::min(text.size() / 3 + 4, std::size_t(std::max<std::int64_t>(max_tokens, 0)) + 1)
+                        : text.size() / 3 + 4);
     encoder enc{d, ids, detail::thread_word_cache(d.generation)};
+    if (limited) {
+        enc.limit = std::size_t(std::max<std::int64_t>(max_tokens, 0));
+        enc.token_bytes_max = std::max<std::size_t>(1, d.max_token_bytes);
+    }
+    auto overflow = [&] {
+        return make_error(status::context_overflow, "more than " + std::to_string(max_tokens) + " tokens");
+    };
     // Added tokens are cut out first; the text between them goes through the
     // normaliser, the pre-tokenizer and BPE. An added token with lstrip/rstrip
     // eats the whitespace next to it (as transformers.js does).
@@ -129,6 +155,7 @@ result<std::vector<token_id>> tokenizer::encode(std::string_view text) const {
         if (!t) continue;
         auto seg = trim_js_whitespace(text.substr(seg_start, pos - seg_start), strip_next_left, t->lstrip);
         if (auto r = enc.segment(seg); !r) return r.error();
+        if (enc.over()) return overflow();
         ids.push_back(t->id);
         strip_next_left = t->rstrip;
         seg_start = pos + t->content.size();
@@ -136,7 +163,19 @@ result<std::vector<token_id>> tokenizer::encode(std::string_view text) const {
     }
     auto tail = trim_js_whitespace(text.substr(seg_start), strip_next_left, false);
     if (auto r = enc.segment(tail); !r) return r.error();
+    if (enc.over()) return overflow();
     return ids;
+}
+
+std::size_t tokenizer::max_token_bytes() const { return data_->max_token_bytes; }
+
+std::optional<std::size_t> tokenizer::max_text_bytes(std::int64_t tokens) const {
+    for (const auto& a : data_->added)
+        if (a.lstrip || a.rstrip) return std::nullopt;
+    const auto per_token = data_->max_token_bytes * (data_->nfc ? k_nfc_max_shrink : 1);
+    const auto n = static_cast<std::size_t>(std::max<std::int64_t>(tokens, 0));
+    if (per_token != 0 && n > std::numeric_limits<std::size_t>::max() / per_token) return std::nullopt;
+    return n * per_token;
 }
 
 result<std::string> tokenizer::decode(std::span<const token_id> ids) const {

@@ -44,6 +44,23 @@ public:
     // Text -> ids; special/added tokens in the text are matched inline, none added.
     // Invalid UTF-8 or more than 1 GiB of input -> invalid_argument.
     result<std::vector<token_id>> encode(std::string_view text) const;
+    // The same ids, or `context_overflow` as soon as the text is known to need more
+    // than `max_tokens` ids: a segment whose normalised bytes cannot fit in what is
+    // left (each token covers at most max_token_bytes() of them) is refused before
+    // its pre-tokenizer and BPE run, and BPE stops after the first piece past the
+    // limit. The work for a text that overflows is thereby bounded by the limit.
+    result<std::vector<token_id>> encode(std::string_view text, std::int64_t max_tokens) const;
+
+    // Bytes of the longest token (vocabulary and added tokens).
+    std::size_t max_token_bytes() const;
+    // An upper bound on the UTF-8 bytes of a text that can encode to at most
+    // `tokens` ids, or nullopt when there is none (an added token with lstrip/rstrip
+    // swallows any amount of whitespace). Every encoded byte belongs to one token of
+    // at most max_token_bytes() bytes; the text is that after NFC, which shrinks
+    // UTF-8 by at most k_nfc_max_shrink (docs/tokenizer.md). A longer text is sure
+    // to need more than `tokens` ids: callers refuse it without tokenizing.
+    std::optional<std::size_t> max_text_bytes(std::int64_t tokens) const;
+    static constexpr std::size_t k_nfc_max_shrink = 3;
     // Ids -> text (special tokens included verbatim); unknown id -> invalid_argument.
     result<std::string> decode(std::span<const token_id> ids) const;
 

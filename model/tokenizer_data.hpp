@@ -56,6 +56,7 @@ struct tokenizer_data {
     std::vector<token_id> eos_ids;
     std::int64_t model_max_length = 0;
     bool chatml_template = false;  // tokenizer_config's chat_template is ChatML
+    std::size_t max_token_bytes = 0;  // longest token (vocabulary or added), bytes
 
     std::string_view bytes_of(token_id id) const {
         auto i = static_cast<std::size_t>(id);

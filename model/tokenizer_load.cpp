@@ -259,6 +259,7 @@ void build_token_bytes(tokenizer_data& d) {
         // Tokens outside the byte alphabet (never in Qwen's vocab) decode to themselves.
         d.bytes += byte_level ? decoded : tok;
         d.byte_offsets[id + 1] = static_cast<std::uint32_t>(d.bytes.size());
+        d.max_token_bytes = std::max<std::size_t>(d.max_token_bytes, d.byte_offsets[id + 1] - d.byte_offsets[id]);
     }
 }
 

@@ -17,8 +17,14 @@ void add_into(float* x, const float* part, std::int64_t n) {
 
 }  // namespace
 
+void transformer::impl::lin(const tensor_view& w, const float* x, std::int64_t t, std::int64_t ldx, float* y,
+                            std::int64_t ldy) {
+    linear(pool, w, x, t, ldx, y, ldy, mode);
+}
+
 void transformer::impl::forward(std::span<const row_ref> rows, std::span<const std::int64_t> logit_rows,
-                                float* logits) {
+                                float* logits, linear_mode how) {
+    mode = how;
     const auto t = static_cast<std::int64_t>(rows.size());
     const std::int64_t h = cfg.hidden_size, half = cfg.head_dim / 2;
     ensure(ws.x, t * h);
@@ -47,7 +53,7 @@ void transformer::impl::forward(std::span<const row_ref> rows, std::span<const s
     for (std::int64_t j = 0; j < n; ++j)
         rmsnorm(ws.x.data() + logit_rows[static_cast<std::size_t>(j)] * h, final_norm.data(), h,
                 static_cast<float>(cfg.rms_norm_eps), ws.final_rows.data() + j * h);
-    linear(pool, lm_head, ws.final_rows.data(), n, h, logits, cfg.vocab_size);
+    lin(lm_head, ws.final_rows.data(), n, h, logits, cfg.vocab_size);
 }
 
 void transformer::impl::attention_block(const layer_weights& lw, std::int64_t layer, std::span<const row_ref> rows) {
@@ -62,9 +68,9 @@ void transformer::impl::attention_block(const layer_weights& lw, std::int64_t la
     ensure(ws.part, t * h);
     for (const shard_range& s : shards) {
         const std::int64_t q0 = s.head_begin * hd, q1 = s.head_end * hd, k0 = s.kv_begin * hd, k1 = s.kv_end * hd;
-        linear(pool, lw.q.row_slice(q0, q1), ws.xn.data(), t, h, ws.q.data() + q0, qd);
-        linear(pool, lw.k.row_slice(k0, k1), ws.xn.data(), t, h, ws.k.data() + k0, kvd);
-        linear(pool, lw.v.row_slice(k0, k1), ws.xn.data(), t, h, ws.v.data() + k0, kvd);
+        lin(lw.q.row_slice(q0, q1), ws.xn.data(), t, h, ws.q.data() + q0, qd);
+        lin(lw.k.row_slice(k0, k1), ws.xn.data(), t, h, ws.k.data() + k0, kvd);
+        lin(lw.v.row_slice(k0, k1), ws.xn.data(), t, h, ws.v.data() + k0, kvd);
         for (std::int64_t i = 0; i < t; ++i) {
             const float* cs = ws.rope_cos.data() + i * (hd / 2);
             const float* sn = ws.rope_sin.data() + i * (hd / 2);
@@ -85,7 +91,7 @@ void transformer::impl::attention_block(const layer_weights& lw, std::int64_t la
             }
         }
         attend(s, layer, rows);
-        linear(pool, lw.o.col_slice(q0, q1), ws.attn.data() + q0, t, qd, ws.part.data(), h);
+        lin(lw.o.col_slice(q0, q1), ws.attn.data() + q0, t, qd, ws.part.data(), h);
         add_into(ws.x.data(), ws.part.data(), t * h);
     }
 }
@@ -123,10 +129,10 @@ void transformer::impl::dense_block(const layer_weights& lw, std::int64_t t) {
         const std::int64_t f = s.ffn_end - s.ffn_begin;
         ensure(ws.gate, t * f);
         ensure(ws.up, t * f);
-        linear(pool, lw.gate.row_slice(s.ffn_begin, s.ffn_end), ws.xn.data(), t, h, ws.gate.data(), f);
-        linear(pool, lw.up.row_slice(s.ffn_begin, s.ffn_end), ws.xn.data(), t, h, ws.up.data(), f);
+        lin(lw.gate.row_slice(s.ffn_begin, s.ffn_end), ws.xn.data(), t, h, ws.gate.data(), f);
+        lin(lw.up.row_slice(s.ffn_begin, s.ffn_end), ws.xn.data(), t, h, ws.up.data(), f);
         silu_mul(ws.gate.data(), ws.up.data(), t * f);
-        linear(pool, lw.down.col_slice(s.ffn_begin, s.ffn_end), ws.gate.data(), t, f, ws.part.data(), h);
+        lin(lw.down.col_slice(s.ffn_begin, s.ffn_end), ws.gate.data(), t, f, ws.part.data(), h);
         add_into(ws.x.data(), ws.part.data(), t * h);
     }
 }
@@ -136,16 +142,16 @@ void transformer::impl::expert_mlp(const expert_weights& ew, const shard_range& 
     const std::int64_t h = cfg.hidden_size, f = s.moe_end - s.moe_begin;
     ensure(ws.gate, n * f);
     ensure(ws.up, n * f);
-    linear(pool, ew.gate.row_slice(s.moe_begin, s.moe_end), ws.expert_in.data(), n, h, ws.gate.data(), f);
-    linear(pool, ew.up.row_slice(s.moe_begin, s.moe_end), ws.expert_in.data(), n, h, ws.up.data(), f);
+    lin(ew.gate.row_slice(s.moe_begin, s.moe_end), ws.expert_in.data(), n, h, ws.gate.data(), f);
+    lin(ew.up.row_slice(s.moe_begin, s.moe_end), ws.expert_in.data(), n, h, ws.up.data(), f);
     silu_mul(ws.gate.data(), ws.up.data(), n * f);
-    linear(pool, ew.down.col_slice(s.moe_begin, s.moe_end), ws.gate.data(), n, f, ws.part.data(), h);
+    lin(ew.down.col_slice(s.moe_begin, s.moe_end), ws.gate.data(), n, f, ws.part.data(), h);
 }
 
 void transformer::impl::moe_block(const layer_weights& lw, std::int64_t t) {
     const std::int64_t h = cfg.hidden_size, ne = cfg.num_experts;
     ensure(ws.router, t * ne);
-    linear(pool, lw.router, ws.xn.data(), t, h, ws.router.data(), ne);
+    lin(lw.router, ws.xn.data(), t, h, ws.router.data(), ne);
     // Per expert: the rows routed to it and their routing weights.
     std::vector<std::vector<std::pair<std::int64_t, float>>> routed(static_cast<std::size_t>(ne));
     for (std::int64_t i = 0; i < t; ++i) {

@@ -67,6 +67,7 @@ struct transformer::impl {
     std::vector<float> inv_freq;
     std::map<seq_id, sequence_state> seqs;
     workspace ws;
+    linear_mode mode = linear_mode::fastest;  // of the forward pass running
 
     impl(int threads) : pool(threads) {}
 
@@ -75,7 +76,12 @@ struct transformer::impl {
 
     // Runs the model over `rows` (KV caches already sized) and writes the logits
     // of rows listed in `logit_rows` to consecutive vocab-sized slots of `logits`.
-    void forward(std::span<const row_ref> rows, std::span<const std::int64_t> logit_rows, float* logits);
+    // `how` = row_exact (decode batches): every row's numbers equal that row run
+    // alone, bit for bit; every other step (norms, attention, MoE routing and the
+    // per-row expert sums in expert order) is per row already.
+    void forward(std::span<const row_ref> rows, std::span<const std::int64_t> logit_rows, float* logits,
+                 linear_mode how = linear_mode::fastest);
+    void lin(const tensor_view& w, const float* x, std::int64_t t, std::int64_t ldx, float* y, std::int64_t ldy);
     void attention_block(const layer_weights& lw, std::int64_t layer, std::span<const row_ref> rows);
     void attend(const shard_range& s, std::int64_t layer, std::span<const row_ref> rows);
     void dense_block(const layer_weights& lw, std::int64_t t);

@@ -106,7 +106,7 @@ void_result transformer::decode_batch(std::span<const seq_id> seqs, std::span<co
         rows.push_back({&s, s.length, tokens[static_cast<std::size_t>(i)]});
         all.push_back(i);
     }
-    m.forward(rows, all, logits.data());
+    m.forward(rows, all, logits.data(), linear_mode::row_exact);
     for (auto* s : states) ++s->length;
     return {};
 }

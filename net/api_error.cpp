@@ -30,6 +30,8 @@ http_mapping map_status(status s) {
     return {500, "server_error", false};
 }
 
+unsigned http_status_of(const api_error& e) { return e.http_status != 0 ? e.http_status : map_status(e.code).http_status; }
+
 api_error field_error(std::string_view field, std::string_view what, status code) {
     std::string msg(field);
     if (!msg.empty()) msg += ": ";

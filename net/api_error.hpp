@@ -27,7 +27,13 @@ struct api_error {
     status code = status::invalid_argument;
     std::string param;
     std::string message;
+    // 0 = map_status(code). Set only by the HTTP layer for protocol refusals the status
+    // table has no code of its own for (426 Upgrade Required, 431 header too large).
+    unsigned http_status = 0;
 };
+
+// The HTTP status an error is answered with.
+unsigned http_status_of(const api_error& e);
 
 api_error field_error(std::string_view field, std::string_view what, status code = status::invalid_argument);
 api_error from_error_info(const error_info& e);

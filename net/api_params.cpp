@@ -307,8 +307,17 @@ std::variant<api_request, api_error> parse_request_text(api_kind kind, std::stri
     return parse_request(kind, v.get_object(), limits);
 }
 
+namespace {
+api_error no_room(const char* field, std::string what, std::int64_t ctx) {
+    return field_error(field, what + " leave no room in the usable context of " + std::to_string(ctx),
+                       status::context_overflow);
+}
+}  // namespace
+
 std::optional<api_error> prepare_prompt(api_request& r, const actors::engine& engine,
-                                        std::int64_t default_max_tokens) {
+                                        std::int64_t default_max_tokens, prompt_work* work) {
+    const char* prompt_field = r.kind == api_kind::chat ? "messages" : "prompt";
+    const auto ctx = engine.card().usable_context;
     if (auto* ids = std::get_if<std::vector<actors::token_id>>(&r.prompt)) {
         r.gen.prompt = *ids;
     } else {
@@ -320,20 +329,24 @@ std::optional<api_error> prepare_prompt(api_request& r, const actors::engine& en
         } else {
             text = std::get<std::string>(r.prompt);
         }
-        auto enc = engine.encode(text);
+        // Known before tokenizing: no text this long fits (engine.hpp, max_prompt_bytes).
+        const auto max_bytes = engine.card().max_prompt_bytes;
+        if (max_bytes > 0 && text.size() > max_bytes) {
+            if (work) work->refused_by_bytes = true;
+            return no_room(prompt_field, std::to_string(text.size()) + " prompt bytes (more than " +
+                                             std::to_string(max_bytes) + ", so more than " + std::to_string(ctx - 1) +
+                                             " tokens)", ctx);
+        }
+        if (work) work->bytes_tokenized = text.size();
+        auto enc = ctx > 0 ? engine.encode_prompt(text, ctx - 1) : engine.encode(text);
+        if (!enc && enc.error().code == status::context_overflow)
+            return no_room(prompt_field, "more than " + std::to_string(ctx - 1) + " prompt tokens", ctx);
         if (!enc) return api_error{enc.error().code, "prompt", "prompt: " + enc.error().what()};
         r.gen.prompt = std::move(*enc);
     }
-    const char* prompt_field = r.kind == api_kind::chat ? "messages" : "prompt";
     if (r.gen.prompt.empty()) return field_error(prompt_field, "encodes to zero tokens");
-    const auto ctx = engine.card().usable_context;
     const auto n = static_cast<std::int64_t>(r.gen.prompt.size());
-    if (ctx > 0 && n >= ctx) {
-        return field_error(prompt_field,
-                           std::to_string(n) + " prompt tokens leave no room in the usable context of " +
-                               std::to_string(ctx),
-                           status::context_overflow);
-    }
+    if (ctx > 0 && n >= ctx) return no_room(prompt_field, std::to_string(n) + " prompt tokens", ctx);
     if (r.max_tokens) {
         if (ctx > 0 && n + *r.max_tokens > ctx) {
             return field_error("max_tokens",

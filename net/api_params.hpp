@@ -44,9 +44,17 @@ std::variant<api_request, api_error> parse_request(api_kind kind, const boost::j
 std::variant<api_request, api_error> parse_request_text(api_kind kind, std::string_view body,
                                                         const parse_limits& limits);
 
+// What prepare_prompt did with a text prompt (for the tokenize metrics).
+struct prompt_work {
+    std::size_t bytes_tokenized = 0;  // text handed to the tokenizer
+    bool refused_by_bytes = false;    // longer than card().max_prompt_bytes: never tokenized
+};
+
 // Tokenizes the prompt into `request.gen.prompt` and settles max_tokens against the
-// model's usable context (`default_max_tokens` when the request gives none).
+// model's usable context (`default_max_tokens` when the request gives none). A
+// text longer than the model card's max_prompt_bytes is refused (context_overflow)
+// without tokenizing; otherwise tokenizing stops once the prompt is known not to fit.
 std::optional<api_error> prepare_prompt(api_request& request, const actors::engine& engine,
-                                        std::int64_t default_max_tokens);
+                                        std::int64_t default_max_tokens, prompt_work* work = nullptr);
 
 }  // namespace calserve::net

@@ -30,6 +30,18 @@ fault_arm_request to_request(const device::armed_fault& a) {
 
 }  // namespace
 
+std::function<std::optional<double>(const std::string&)> client_stall_hook(
+    std::shared_ptr<device::fault_registry> faults, actors::metrics::calserve_metrics* metrics) {
+    faults->add_consumer(device::fault_point::client_stall);
+    return [faults, metrics](const std::string&) -> std::optional<double> {
+        if (!faults->any_armed()) return std::nullopt;
+        auto fire = faults->check(device::fault_point::client_stall, {});
+        if (!fire) return std::nullopt;
+        if (metrics) metrics->faults_total.labels({"client_stall"}).inc();
+        return fire->delay_ms;
+    };
+}
+
 result<std::uint64_t> engine_control::fault_arm(const fault_arm_request& request) {
     auto spec = device::make_fault_spec(request.point, request.mode, request.count, request.probability, request.seed,
                                         request.delay_ms,
@@ -66,8 +78,7 @@ std::vector<fault_entry> engine_control::fault_list() {
 }
 
 void_result engine_control::device_reset() {
-    auto state = engine_.device_state();
-    if (state == device_health::dead) return make_error(status::device_dead, "the device is dead");
+    // Also from dead: the operator cleared the cause and asks for a fresh recovery.
     if (traced_)
         traced_->reset_device();
     else

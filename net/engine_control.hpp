@@ -12,11 +12,22 @@
 //! `traced_engine` (a recordable daemon), every command that changes the
 //! engine goes through it so a trace records it; without one, trace.start
 //! answers `unsupported` with how to enable it.
+#include <functional>
+#include <optional>
+
 #include "actors/serving_engine.hpp"
 #include "actors/traced_engine.hpp"
 #include "net/control_target.hpp"
 
 namespace calserve::net {
+
+// The daemon's `server_options::client_stall`: asks `faults` for client_stall
+// before each stream write (fire -> its delay_ms) and counts each fire in
+// faults_total{client_stall} there, since no device event follows a network write
+// (the DeviceActor counts every other point). Declares the point consumed, so
+// arming it on this daemon is accepted. `metrics` may be null.
+std::function<std::optional<double>(const std::string& request_id)> client_stall_hook(
+    std::shared_ptr<device::fault_registry> faults, actors::metrics::calserve_metrics* metrics);
 
 class engine_control final : public control_target {
 public:

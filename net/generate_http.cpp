@@ -65,9 +65,12 @@ std::variant<api_request, api_error> admit_request(http_server::impl& srv, api_k
     }
     req.model = card.name;
     const auto t0 = steady_clock::now();
-    auto err = prepare_prompt(req, srv.engine, srv.options.default_max_tokens);
+    prompt_work work;
+    auto err = prepare_prompt(req, srv.engine, srv.options.default_max_tokens, &work);
     tokenize_s = seconds_between(t0, steady_clock::now());
     srv.metrics.phase_seconds(actors::metrics::phase::tokenize).observe(tokenize_s);
+    srv.metrics.tokenize_bytes.inc(double(work.bytes_tokenized));
+    if (work.refused_by_bytes) srv.metrics.tokenize_refused.inc();
     if (err) return *err;
     return std::move(req);
 }
@@ -79,6 +82,30 @@ std::variant<api_request, api_error> admit_body(http_server::impl& srv, api_kind
     if (ec) return field_error("body", "invalid JSON (" + ec.message() + ")", status::parse_error);
     if (!v.is_object()) return field_error("body", "expected a JSON object", status::parse_error);
     return admit_request(srv, kind, v.get_object(), tokenize_s);
+}
+
+namespace {
+api_error pool_full() {
+    return api_error{status::overloaded, {}, "too many prompts waiting to be tokenized; retry later"};
+}
+}  // namespace
+
+asio::awaitable<admission> admit_on_pool(http_server::impl& srv, api_kind kind, const boost::json::object& body,
+                                         double& tokenize_s) {
+    struct outcome {
+        admission admitted;
+        double tokenize_s = 0;
+    };
+    auto* s = &srv;
+    auto* b = &body;  // the awaiting frame keeps it alive until the job is done
+    auto r = co_await srv.prompt_pool->run<outcome>([s, kind, b] {
+        outcome o;
+        o.admitted = admit_request(*s, kind, *b, o.tokenize_s);
+        return o;
+    });
+    if (!r) co_return pool_full();
+    tokenize_s = r->tokenize_s;
+    co_return std::move(r->admitted);
 }
 
 asio::awaitable<bool> apply_client_stall(const server_options& o, std::string request_id) {
@@ -105,6 +132,8 @@ struct generation {
     std::optional<actors::generation_result> result;
     bool overflowed = false;
     bool write_failed = false;
+    bool unframed = false;       // HTTP/1.0: the body is not chunked and ends at the close
+    bool shut_down = false;      // cut by server stop: ended with shutdown_error()
 };
 
 std::string sse(std::string_view json_text) {
@@ -150,14 +179,20 @@ std::string sse_batch(generation& g, std::vector<stream_event>& events, const st
             g.result = *r;
         }
     }
-    if (g.result) out += sse_tail(g);
+    if (g.result) {
+        out += sse_tail(g);
+    } else if (g.channel->shutting_down()) {  // the server is stopping: say so, then end the stream
+        g.shut_down = true;
+        out += sse(error_json(shutdown_error()));
+        out += "data: [DONE]\n\n";
+    }
     return out;
 }
 
 asio::awaitable<void> pump_sse(generation& g, beast::tcp_stream& stream) {
     std::vector<stream_event> events;
     std::vector<std::uint64_t> over;
-    while (!g.result) {
+    while (!g.result && !g.shut_down) {
         co_await g.channel->wait();
         if (cancelled_here(co_await asio::this_coro::cancellation_state)) co_return;
         events.clear();
@@ -172,9 +207,17 @@ asio::awaitable<void> pump_sse(generation& g, beast::tcp_stream& stream) {
         }
         const auto t0 = steady_clock::now();
         stream.expires_after(g.srv->options.write_timeout);
-        auto [ec, n] = co_await asio::async_write(stream, http::make_chunk(asio::buffer(out)),
-                                                  asio::as_tuple(use_awaitable));
-        (void)n;
+        beast::error_code ec;
+        if (g.unframed) {
+            auto [wec, n] = co_await asio::async_write(stream, asio::buffer(out), asio::as_tuple(use_awaitable));
+            (void)n;
+            ec = wec;
+        } else {
+            auto [wec, n] = co_await asio::async_write(stream, http::make_chunk(asio::buffer(out)),
+                                                       asio::as_tuple(use_awaitable));
+            (void)n;
+            ec = wec;
+        }
         stream.expires_never();
         const double flush = seconds_between(t0, steady_clock::now());
         g.rec.flush_s += flush;
@@ -195,6 +238,10 @@ asio::awaitable<void> pump_aggregate(generation& g) {
         events.clear();
         over.clear();
         g.channel->take(events, over);
+        if (g.channel->shutting_down() && events.empty()) {
+            g.shut_down = true;
+            co_return;
+        }
         if (!over.empty() && !g.overflowed) {
             g.overflowed = true;
             g.srv->engine.cancel(g.id);
@@ -212,6 +259,7 @@ asio::awaitable<void> pump_aggregate(generation& g) {
 
 // Shared ending: peer gone -> cancel; metrics, timing log.
 void finish_generation(generation& g, http_exchange& ex, bool peer_gone, unsigned http_status) {
+    g.srv->set_channel(ex.conn_id, nullptr);
     if (peer_gone || !g.result) {
         g.srv->engine.cancel(g.id);
         g.channel->close();
@@ -237,8 +285,10 @@ asio::awaitable<bool> respond_stream(generation& g, http_exchange& ex) {
     res.set(http::field::content_type, "text/event-stream");
     res.set(http::field::cache_control, "no-cache");
     res.set("X-Request-Id", g.id);
-    res.keep_alive(ex.req.keep_alive());
-    res.chunked(true);
+    // HTTP/1.0 has no chunked encoding: the events go unframed and the close ends them.
+    g.unframed = ex.req.version() < 11;
+    res.keep_alive(ex.req.keep_alive() && !g.unframed);
+    res.chunked(!g.unframed);
     http::response_serializer<http::empty_body> sr{res};
     ex.stream.expires_after(g.srv->options.write_timeout);
     auto [ec, n] = co_await http::async_write_header(ex.stream, sr, asio::as_tuple(use_awaitable));
@@ -249,7 +299,7 @@ asio::awaitable<bool> respond_stream(generation& g, http_exchange& ex) {
         auto which = co_await (pump_sse(g, ex.stream) || watch_peer(ex.stream, ex.buffer));
         peer_gone = which.index() == 1 || g.write_failed;
     }
-    if (!peer_gone) {
+    if (!peer_gone && !g.unframed) {
         ex.stream.expires_after(g.srv->options.write_timeout);
         auto [ec2, n2] = co_await asio::async_write(ex.stream, http::make_chunk_last(), asio::as_tuple(use_awaitable));
         (void)n2;
@@ -257,13 +307,20 @@ asio::awaitable<bool> respond_stream(generation& g, http_exchange& ex) {
         peer_gone = static_cast<bool>(ec2);
     }
     finish_generation(g, ex, peer_gone, 200);
-    co_return !peer_gone && res.keep_alive();
+    co_return !peer_gone && res.keep_alive() && !g.shut_down;
 }
 
 asio::awaitable<bool> respond_aggregate(generation& g, http_exchange& ex) {
     auto which = co_await (pump_aggregate(g) || watch_peer(ex.stream, ex.buffer));
     if (which.index() == 1) {
         finish_generation(g, ex, true, 499);
+        co_return false;
+    }
+    if (!g.result) {  // cut by server stop
+        auto e = shutdown_error();
+        ex.req.keep_alive(false);
+        co_await send_error(ex, e);
+        finish_generation(g, ex, false, map_status(e.code).http_status);
         co_return false;
     }
     const auto& r = *g.result;
@@ -289,7 +346,20 @@ asio::awaitable<bool> respond_aggregate(generation& g, http_exchange& ex) {
 asio::awaitable<bool> handle_generate(http_exchange& ex, api_kind kind) {
     auto& srv = *ex.server;
     double tokenize_s = 0;
-    auto admitted = admit_body(srv, kind, ex.req.body(), tokenize_s);
+    // Parsing a large body and tokenizing its prompt happen on the tokenize pool.
+    struct outcome {
+        admission admitted;
+        double tokenize_s = 0;
+    };
+    auto* s = &srv;
+    const std::string* text = &ex.req.body();  // the exchange outlives this await
+    auto done = co_await srv.prompt_pool->run<outcome>([s, kind, text] {
+        outcome o;
+        o.admitted = admit_body(*s, kind, *text, o.tokenize_s);
+        return o;
+    });
+    admission admitted = done ? std::move(done->admitted) : admission{pool_full()};
+    if (done) tokenize_s = done->tokenize_s;
     if (admitted.index() == 1) {
         srv.metrics.requests(actors::metrics::outcome::rejected).inc();
         co_return co_await send_error(ex, std::get<api_error>(admitted));
@@ -319,6 +389,7 @@ asio::awaitable<bool> handle_generate(http_exchange& ex, api_kind kind) {
         api_error refusal = from_error_info(submitted.error());
         co_return co_await send_error(ex, refusal);
     }
+    srv.set_channel(ex.conn_id, g.channel);
     if (g.req.stream) co_return co_await respond_stream(g, ex);
     co_return co_await respond_aggregate(g, ex);
 }

@@ -45,17 +45,43 @@ struct server_options {
     std::string timing_log;                         // JSONL path; empty = off
     std::int64_t default_max_tokens = 256;          // when a request gives none
     std::chrono::seconds retry_after{1};            // Retry-After on 429/503
-    std::chrono::seconds idle_timeout{60};          // keep-alive wait for the next request
+    std::chrono::seconds idle_timeout{60};          // keep-alive wait for the next request's first byte
+    std::chrono::milliseconds header_timeout{5000}; // request line + headers (a new connection: from accept)
+    std::chrono::seconds read_timeout{60};          // the whole request, headers and body
     std::chrono::seconds write_timeout{30};         // one socket write to the client
+    // Lingering close after an answer to a request whose body was not read (413,
+    // 400, 431, 503 over the connection cap): the write side is shut, then input is
+    // read and dropped for at most this long / this many bytes, so the client's
+    // upload is not cut by a reset that would destroy the answer.
+    std::chrono::milliseconds linger_timeout{5000};
+    std::size_t linger_bytes = 64 << 20;
+    // Connections served at once; 0 = derived from RLIMIT_NOFILE (default_max_connections()).
+    // Beyond it, up to k_overflow_connections more get one answer (/health and /ready
+    // served, anything else 503 + Retry-After) and are closed.
+    std::size_t max_connections = 0;
+    // Bytes queued for one WebSocket (rendered replies, token and finish events not yet
+    // written to the socket). When full the socket's streams overflow and its reader
+    // pauses (back-pressure) until the writer drains below it.
+    std::size_t ws_queue_bytes = 1 << 20;
+    std::size_t tokenize_threads = 2;               // prompt work off the network threads (tokenize_pool)
+    std::size_t tokenize_queue = 64;                // prompts waiting for it before 429
     // Fault injection (fault point client_stall), asked before each write of a stream's
     // events: nullopt = no fault; > 0 = the consumer stalls that many milliseconds first
     // (a slow client); <= 0 = the consumer vanishes (connection closed, request cancelled).
     // Empty = never asked. The daemon wires it to its fault registry.
     std::function<std::optional<double>(const std::string& request_id)> client_stall;
 
-    // server.host/port/api_key/max_body_bytes/ws_write_queue/timing_log, runtime.default_max_tokens.
+    // server.host/port/api_key/max_body_bytes/ws_write_queue/ws_write_queue_bytes/timing_log/
+    // max_connections/header_timeout_ms/linger_ms/linger_bytes, runtime.default_max_tokens.
     static server_options from_config(const config& c);
 };
+
+// Connections over max_connections that still get one answer before being closed.
+inline constexpr std::size_t k_overflow_connections = 16;
+
+// max_connections when none is configured: the RLIMIT_NOFILE soft limit minus room
+// for the process's own files (package, logs, epoll, control socket) and the overflow.
+std::size_t default_max_connections();
 
 class http_server {
 public:
@@ -72,10 +98,15 @@ public:
     void drain();
     void resume();
     bool draining() const;
-    // Stops accepting and closes every connection (their requests are cancelled).
-    void stop();
+    // Stops accepting and ends every connection; their requests are cancelled. With a
+    // grace period, streams in flight first get a last error event (503 "server shutting
+    // down") and their end ([DONE] / WebSocket `error` and close 1001), waiting at most
+    // `grace` for them, then the rest is closed. Call with a grace only off the io threads.
+    void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(0));
     // Open connections (HTTP and WebSocket).
     std::size_t connections() const;
+    // The connection cap in force (options.max_connections or the derived default).
+    std::size_t max_connections() const;
 
     struct impl;
 

@@ -106,7 +106,8 @@ reply metrics(http_server::impl& srv, const http_request&) {
     return reply{200, srv.metrics.families.render(), "text/plain; version=0.0.4; charset=utf-8"};
 }
 
-// The whole HTTP surface. /v1/ws (WebSocket upgrade) is taken before dispatch.
+// The whole HTTP surface. /v1/ws (WebSocket upgrade) is taken before dispatch
+// (net/http_session.cpp). Every GET route also answers HEAD.
 constexpr route k_routes[] = {
     {http::verb::post, "/v1/completions", nullptr, api_kind::completion, false},
     {http::verb::post, "/v1/chat/completions", nullptr, api_kind::chat, false},
@@ -139,25 +140,36 @@ asio::awaitable<bool> send_response(http_exchange& ex, unsigned status_code, std
                                     std::string_view content_type) {
     auto res = make_response(ex.req, ex.server->options, status_code, std::move(body), content_type);
     ex.stream.expires_after(ex.server->options.write_timeout);
-    auto [ec, n] = co_await http::async_write(ex.stream, res, asio::as_tuple(asio::use_awaitable));
-    (void)n;
+    beast::error_code ec;
+    if (ex.req.method() == http::verb::head) {  // the GET answer's headers, Content-Length included, no body
+        http::response_serializer<http::string_body> sr{res};
+        auto [hec, n] = co_await http::async_write_header(ex.stream, sr, asio::as_tuple(asio::use_awaitable));
+        (void)n;
+        ec = hec;
+    } else {
+        auto [wec, n] = co_await http::async_write(ex.stream, res, asio::as_tuple(asio::use_awaitable));
+        (void)n;
+        ec = wec;
+    }
     ex.stream.expires_never();
     co_return !ec && res.keep_alive();
 }
 
 asio::awaitable<bool> send_error(http_exchange& ex, const api_error& e) {
-    co_return co_await send_response(ex, map_status(e.code).http_status, error_json(e));
+    co_return co_await send_response(ex, http_status_of(e), error_json(e));
 }
 
 routed route_request(http_server::impl& srv, const http_request& req) {
     std::string_view target = req.target();
     std::string_view path = target.substr(0, target.find('?'));
+    // HEAD is answered by the GET route (send_response leaves the body out).
+    const auto method = req.method() == http::verb::head ? http::verb::get : req.method();
     const route* by_path = nullptr;
     const route* match = nullptr;
     for (const auto& r : k_routes) {
         if (r.path != path) continue;
         by_path = &r;
-        if (r.method == req.method()) match = &r;
+        if (r.method == method) match = &r;
     }
     if (!match && by_path) {
         return {std::nullopt,

@@ -7,16 +7,27 @@
 //
 // One reader coroutine (client messages) and one writer coroutine (the socket's
 // stream_channel) share the connection's strand. All streams of the socket share
-// one bounded channel (server.ws_write_queue token events): when it is full, the
-// stream whose token did not fit is cancelled with an error event; other sockets
-// have their own channels and are unaffected.
+// one bounded channel (server.ws_write_queue token events, and
+// server.ws_write_queue_bytes for everything queued and not yet written: tokens,
+// finishes and the replies to client messages): when it is full, the stream whose
+// token did not fit is cancelled with an error event, and the reader stops reading
+// client messages until the writer has drained below the byte bound, so a client
+// that sends and never reads is pushed back by TCP instead of growing our memory
+// (and, no longer read, its traffic no longer keeps the idle timer alive). Other
+// sockets have their own channels and are unaffected.
+//
+// Server stop: the channel is shut down; every running stream gets an `error`
+// (503 "server shutting down") and the socket a close frame 1001 (going away).
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/websocket.hpp>
 #include <boost/json.hpp>
+#include <exception>
 #include <unordered_map>
 
 #include "net/openai_format.hpp"
@@ -59,19 +70,21 @@ struct ws_session {
         o["error"] = std::move(err);
         reply(json::serialize(o));
     }
-    void on_generate(const json::object& msg, std::string id);
+    asio::awaitable<void> on_generate(const json::object& msg, std::string id);
     void on_cancel(const std::string& id);
-    void on_message(std::string_view text);
+    asio::awaitable<void> on_message(std::string_view text);
     void end_stream(std::uint64_t key, const actors::generation_result* r, const api_error* e);
     std::string render(const stream_event& ev, std::vector<std::string>& extra);
 };
 
-void ws_session::on_message(std::string_view text) {
+// A generate's prompt is tokenized on the tokenize pool; the reader waits for it
+// (messages of one socket stay in order) while the writer keeps sending.
+asio::awaitable<void> ws_session::on_message(std::string_view text) {
     boost::system::error_code ec;
     auto v = json::parse(text, ec);
     if (ec || !v.is_object()) {
         reply_error("", field_error("message", "expected a JSON object", status::parse_error));
-        return;
+        co_return;
     }
     const auto& o = v.get_object();
     const auto* type = o.if_contains("type");
@@ -79,12 +92,12 @@ void ws_session::on_message(std::string_view text) {
     std::string sid = id && id->is_string() ? std::string(id->get_string()) : std::string();
     if (!id || !id->is_string() || sid.empty()) {
         reply_error("", field_error("id", "expected a non-empty string"));
-        return;
+        co_return;
     }
     if (!type || !type->is_string()) {
         reply_error(sid, field_error("type", "expected \"generate\" or \"cancel\""));
     } else if (type->get_string() == "generate") {
-        on_generate(o, std::move(sid));
+        co_await on_generate(o, std::move(sid));
     } else if (type->get_string() == "cancel") {
         on_cancel(sid);
     } else {
@@ -92,23 +105,23 @@ void ws_session::on_message(std::string_view text) {
     }
 }
 
-void ws_session::on_generate(const json::object& msg, std::string id) {
+asio::awaitable<void> ws_session::on_generate(const json::object& msg, std::string id) {
     if (by_client_id.contains(id)) {
         reply_error(id, field_error("id", "a stream with this id is still running"));
-        return;
+        co_return;
     }
     if (streams.size() >= k_max_streams_per_socket) {
         reply_error(id, api_error{status::overloaded, {}, "too many streams on this socket"});
-        return;
+        co_return;
     }
     const auto received = steady_clock::now();
     double tokenize_s = 0;
     const api_kind kind = msg.contains("messages") ? api_kind::chat : api_kind::completion;
-    auto admitted = admit_request(*srv, kind, msg, tokenize_s);
+    auto admitted = co_await admit_on_pool(*srv, kind, msg, tokenize_s);
     if (auto* e = std::get_if<api_error>(&admitted)) {
         srv->metrics.requests(actors::metrics::outcome::rejected).inc();
         reply_error(id, *e);
-        return;
+        co_return;
     }
     auto& req = std::get<api_request>(admitted);
     const auto key = next_key++;
@@ -125,13 +138,18 @@ void ws_session::on_generate(const json::object& msg, std::string id) {
     st.rec.received_unix =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     req.gen.id = st.request_id;
+    // `started` goes first in the queue, ahead of the tokens the engine may push at once;
+    // a refused submit takes it back (nothing was taken meanwhile: this runs on the strand).
+    channel->push(stream_event{key, json::serialize(json::object{{"type", "started"}, {"id", id},
+                                                                 {"request_id", st.request_id}}),
+                               steady_clock::now()});
     auto submitted = srv->engine.submit(std::move(req.gen), std::make_shared<channel_sink>(channel, key));
     if (!submitted) {
+        channel->discard(key);
         srv->metrics.requests(actors::metrics::outcome::rejected).inc();
         reply_error(id, from_error_info(submitted.error()));
-        return;
+        co_return;
     }
-    reply(json::serialize(json::object{{"type", "started"}, {"id", id}, {"request_id", st.request_id}}));
     by_client_id.emplace(id, key);
     streams.emplace(key, std::move(st));
 }
@@ -206,11 +224,26 @@ std::string ws_session::render(const stream_event& ev, std::vector<std::string>&
 asio::awaitable<void> ws_reader(ws_session& s) {
     beast::flat_buffer buf;
     for (;;) {
+        co_await s.channel->wait_room();  // back-pressure: nothing is read while the queue is full
+        auto cs = co_await asio::this_coro::cancellation_state;
+        if (cs.cancelled() != asio::cancellation_type::none) co_return;
         auto [ec, n] = co_await s.ws->async_read(buf, asio::as_tuple(use_awaitable));
         (void)n;
         if (ec) co_return;
-        s.on_message(std::string_view(static_cast<const char*>(buf.data().data()), buf.size()));
+        co_await s.on_message(std::string_view(static_cast<const char*>(buf.data().data()), buf.size()));
         buf.consume(buf.size());
+    }
+}
+
+// Server stop: every running stream ends with the shutdown error (queued as replies).
+void end_all_for_shutdown(ws_session& s) {
+    std::vector<std::uint64_t> keys;
+    for (const auto& [key, st] : s.streams) keys.push_back(key);
+    const auto e = shutdown_error();
+    for (auto key : keys) {
+        s.srv->engine.cancel(s.streams.at(key).request_id);
+        s.channel->mute(key);
+        s.end_stream(key, nullptr, &e);
     }
 }
 
@@ -218,6 +251,7 @@ asio::awaitable<void> ws_writer(ws_session& s) {
     std::vector<stream_event> events;
     std::vector<std::uint64_t> over;
     std::vector<std::string> extra;
+    bool closing = false;  // shutdown errors queued: close once they are written
     for (;;) {
         co_await s.channel->wait();
         auto cs = co_await asio::this_coro::cancellation_state;
@@ -225,6 +259,11 @@ asio::awaitable<void> ws_writer(ws_session& s) {
         events.clear();
         over.clear();
         s.channel->take(events, over);
+        if (events.empty() && over.empty() && closing) {
+            auto [ec] = co_await s.ws->async_close(websocket::close_code::going_away, asio::as_tuple(use_awaitable));
+            (void)ec;
+            co_return;
+        }
         for (auto key : over) {
             auto it = s.streams.find(key);
             if (it == s.streams.end()) continue;
@@ -246,6 +285,11 @@ asio::awaitable<void> ws_writer(ws_session& s) {
                 (void)n;
                 if (ec) co_return;
             }
+            s.channel->release(ev.bytes);
+        }
+        if (!closing && s.channel->shutting_down()) {
+            closing = true;
+            end_all_for_shutdown(s);  // queues the errors: the next take writes them, then the close
         }
     }
 }
@@ -267,7 +311,8 @@ asio::awaitable<void> run_websocket(std::shared_ptr<http_server::impl> srv, std:
             }
         });
     });
-    s.channel = std::make_shared<stream_channel>(exec, srv->options.write_queue);
+    s.channel = std::make_shared<stream_channel>(exec, srv->options.write_queue, srv->options.ws_queue_bytes,
+                                                 &srv->ws_queued_bytes);
     // Pings on an idle socket; a peer that stops reading stops answering them and is
     // closed after the idle timeout, which ends a write blocked on a silent client.
     websocket::stream_base::timeout limits{};
@@ -278,7 +323,11 @@ asio::awaitable<void> run_websocket(std::shared_ptr<http_server::impl> srv, std:
     s.ws->read_message_max(srv->options.max_body_bytes);
     s.ws->text(true);
     auto [ec] = co_await s.ws->async_accept(req, asio::as_tuple(use_awaitable));
-    if (!ec) co_await (ws_reader(s) || ws_writer(s));
+    if (!ec) {
+        srv->set_channel(conn_id, s.channel);
+        co_await (ws_reader(s) || ws_writer(s));
+        srv->set_channel(conn_id, nullptr);
+    }
     // The socket is gone or closing: cancel what is still running; its finish events are dropped.
     s.channel->close();
     for (auto& [key, st] : s.streams) {
@@ -291,23 +340,25 @@ asio::awaitable<void> run_websocket(std::shared_ptr<http_server::impl> srv, std:
     }
 }
 
-std::vector<std::string> ws_replies(std::shared_ptr<http_server::impl> srv,
-                                    const std::vector<std::string_view>& messages) {
-    ws_session s;
-    s.srv = std::move(srv);
-    s.channel = std::make_shared<stream_channel>(s.srv->ioc.get_executor(), s.srv->options.write_queue);
-    std::vector<std::string> out;
+namespace {
+// ws_replies' reader and writer in one: each message handed to the session, then
+// everything it queued taken, rendered and released as ws_writer does.
+asio::awaitable<void> feed_messages(ws_session& s, const std::vector<std::string_view>& messages,
+                                    std::vector<std::string>& out) {
     std::vector<stream_event> events;
     std::vector<std::uint64_t> over;
     std::vector<std::string> extra;
     for (auto text : messages) {
-        s.on_message(text);
-        for (;;) {   // as ws_writer, until rendering queues nothing more (a finish queues its `done`)
+        co_await s.on_message(text);
+        for (;;) {   // until rendering queues nothing more (a finish queues its `done`)
             events.clear();
             over.clear();
             s.channel->take(events, over);
             if (events.empty() && over.empty()) break;
             for (auto key : over) {
+                auto it = s.streams.find(key);
+                if (it == s.streams.end()) continue;
+                s.srv->engine.cancel(it->second.request_id);
                 api_error e{status::queue_full, {}, "client too slow: WebSocket write queue full, stream cancelled"};
                 s.end_stream(key, nullptr, &e);
             }
@@ -316,11 +367,33 @@ std::vector<std::string> ws_replies(std::shared_ptr<http_server::impl> srv,
                 std::string msg = s.render(ev, extra);
                 if (!msg.empty()) out.push_back(std::move(msg));
                 out.insert(out.end(), extra.begin(), extra.end());
+                s.channel->release(ev.bytes);
             }
         }
     }
+}
+}  // namespace
+
+std::vector<std::string> ws_replies(std::shared_ptr<http_server::impl> srv,
+                                    const std::vector<std::string_view>& messages) {
+    ws_session s;
+    s.srv = std::move(srv);
+    auto& ioc = s.srv->ioc;
+    s.channel = std::make_shared<stream_channel>(ioc.get_executor(), s.srv->options.write_queue,
+                                                 s.srv->options.ws_queue_bytes, &s.srv->ws_queued_bytes);
+    std::vector<std::string> out;
+    std::exception_ptr failed;
+    // Held until the feed ends: the io_context has no other work while a prompt is on the pool.
+    auto work = asio::make_work_guard(ioc);
+    asio::co_spawn(ioc, feed_messages(s, messages, out), [&](std::exception_ptr e) {
+        failed = e;
+        work.reset();
+    });
+    ioc.restart();
+    ioc.run();
     s.channel->close();
     for (auto& [key, st] : s.streams) s.srv->engine.cancel(st.request_id);
+    if (failed) std::rethrow_exception(failed);
     return out;
 }
 

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <boost/json.hpp>
 #include <condition_variable>
+#include <csignal>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -28,6 +29,8 @@ struct real_plan {
     double greedy_share = 0, stream_share = 0, deadline_share = 0, disconnect_share = 0, slow_share = 0;
     std::int64_t deadline_min_ms = 0, deadline_max_ms = 0, slow_pause_max_ms = 0;
     double mean_fault_gap_s = 0, clear_every_s = 0;
+    double mean_hostile_gap_s = 0;           // between hostile actions (flood, never-read, SIGHUP)
+    std::int64_t flood_max = 0, hold_max_ms = 0;
 };
 
 // Recoverable device faults (as in the virtual soak): each ends in a reset and a
@@ -52,6 +55,10 @@ real_plan make_plan(std::uint64_t seed) {
     p.slow_pause_max_ms = pick({5, 20, 60});
     p.mean_fault_gap_s = 0.5 + 3.5 * unit();
     p.clear_every_s = 5 + 15 * unit();
+    // Drawn last, so the plans of earlier versions keep their other values per seed.
+    p.mean_hostile_gap_s = 0.3 + 1.2 * unit();
+    p.flood_max = pick({8, 16, 32});
+    p.hold_max_ms = pick({200, 500, 1000});
     return p;
 }
 
@@ -66,6 +73,8 @@ void print_plan(const real_plan& p, const real_soak_options& o, std::ostream& ou
     if (!o.control_socket.empty()) {
         out << " mean_fault_gap_s=" << p.mean_fault_gap_s << " clear_every_s=" << p.clear_every_s;
     }
+    out << "\n  hostile: mean_gap_s=" << p.mean_hostile_gap_s << " flood_max=" << p.flood_max
+        << " hold_max_ms=" << p.hold_max_ms << " sighup=" << (o.daemon_pid > 0 ? "on" : "off");
     out << std::endl;
 }
 
@@ -203,6 +212,49 @@ void fault_injector(shared_run& run) {
     clear();
 }
 
+// Hostile clients beside the load: a connection flood, a stream nobody reads, or a
+// SIGHUP (with the daemon's pid). During each, /health must answer; a miss is a
+// failure of the run (the daemon is meant to shrug all three off).
+void hostile_clients(shared_run& run) {
+    std::mt19937_64 rng(run.opt.seed * 0x94D049BB133111EBull + 5);
+    auto probe = [&] {
+        if (fetch_text(run.tgt.ep, "/health", milliseconds(10'000)).ok()) return;
+        std::lock_guard lock(run.mutex);
+        ++run.report.health_misses;
+    };
+    // Round robin from a seeded start, so a short run meets every kind.
+    const std::uint64_t kinds = run.opt.daemon_pid > 0 ? 3 : 2;
+    std::uint64_t next = rng() % kinds;
+    while (!run.load_over()) {
+        const double gap_s = std::exponential_distribution<double>(1.0 / run.plan.mean_hostile_gap_s)(rng);
+        run.nap(milliseconds(std::int64_t(gap_s * 1000) + 1));
+        if (run.load_over()) break;
+        const auto hold = milliseconds(between(rng, 50, run.plan.hold_max_ms));
+        const auto action = next++ % kinds;
+        if (action == 0) {
+            auto opened = flood_connections(run.tgt.ep, std::size_t(between(rng, 1, run.plan.flood_max)), hold, probe);
+            std::lock_guard lock(run.mutex);
+            ++run.report.floods;
+            run.report.flood_connections += opened;
+        } else if (action == 1) {
+            auto req = make_request(run.plan, run.tgt, rng);
+            req.stream = true;
+            req.max_tokens = run.plan.max_new;
+            req.prompt.resize(std::size_t(net::bench::cap_prompt(std::int64_t(req.prompt.size()), req.max_tokens,
+                                                                 run.tgt.context)));
+            if (req.prompt.empty()) req.prompt.push_back(run.tgt.corpus.front());
+            bool sent = never_reading_stream(run.tgt.ep, req, hold, probe);
+            std::lock_guard lock(run.mutex);
+            run.report.never_read += sent ? 1 : 0;
+        } else {
+            ::kill(run.opt.daemon_pid, SIGHUP);
+            probe();
+            std::lock_guard lock(run.mutex);
+            ++run.report.hups;
+        }
+    }
+}
+
 std::string sample_json(const sample_point& s) {
     json::object o{{"t_s", s.t_s},
                    {"requests_done", s.requests_done},
@@ -326,10 +378,12 @@ result<real_soak_report> run_real_soak(const real_soak_options& o, std::ostream&
     std::thread sampling([&] { sampler(run, o.out_path.empty() ? nullptr : &jsonl, out); });
     std::thread faults;
     if (!o.control_socket.empty()) faults = std::thread([&] { fault_injector(run); });
+    std::thread hostile([&] { hostile_clients(run); });
     std::vector<std::thread> workers;
     for (int i = 0; i < o.concurrency; ++i) workers.emplace_back([&run, i] { worker(run, i); });
     for (auto& w : workers) w.join();
     if (faults.joinable()) faults.join();
+    hostile.join();
     {
         std::lock_guard lock(run.mutex);
         run.stop_sampling = true;

@@ -10,7 +10,10 @@
 //! Everything the traffic does is derived from one seed and printed first: prompt
 //! lengths and max_tokens, the greedy/sampled and streaming/non-streaming mix,
 //! client deadlines (timeout_ms), disconnects mid-stream, slow consumers, and, with
-//! a control socket, fault arms and periodic fault.clear. Arms are recoverable
+//! a control socket, fault arms and periodic fault.clear; and hostile clients:
+//! connection floods (idle connections that send nothing), readers that never
+//! read their stream, and, given the daemon's pid, SIGHUP; during each the daemon
+//! must still answer /health. Arms are recoverable
 //! device faults, `once`, and only when the previous one has fired and /ready is
 //! 200: a fault firing into a reset's warm-up fails that reset, and
 //! device.reset_limit failed resets in a row kill the device. Which worker sends
@@ -47,6 +50,7 @@ struct real_soak_options {
     std::string out_path;                    // samples as JSONL (empty: none)
     std::int64_t settle_ms = 20'000;         // after the load: wait this long at most for KV/in-flight 0
     std::int64_t io_timeout_ms = 60'000;     // a socket read/write blocked longer: daemon not answering
+    int daemon_pid = 0;                      // > 0: the hostile phase also sends it SIGHUP
 };
 
 struct sample_point {
@@ -68,6 +72,8 @@ struct real_soak_report {
     std::map<std::string, std::uint64_t> errors;        // error_key -> count (every non-completion)
     std::map<std::string, std::uint64_t> unexpected;    // the subset that fails the run
     std::uint64_t arms = 0, arms_refused = 0, arms_deferred = 0, clears = 0;  // deferred: last fault pending
+    // Hostile phase: actions taken, and those during which /health did not answer.
+    std::uint64_t hups = 0, floods = 0, flood_connections = 0, never_read = 0, health_misses = 0;
     std::vector<sample_point> samples;
     std::size_t warmup_samples = 0;
     series_summary rss, fds, threads;

@@ -209,4 +209,38 @@ std::string error_key(const request_end& e) {
     return key + (e.detail.empty() ? "no finish_reason" : e.detail);
 }
 
+std::size_t flood_connections(const net::bench::endpoint& ep, std::size_t count, std::chrono::milliseconds hold,
+                              const std::function<void()>& during) {
+    asio::io_context ioc;
+    std::vector<tcp::socket> held;
+    for (std::size_t i = 0; i < count; ++i) {
+        tcp::socket s(ioc);
+        if (open(s, ioc, ep, std::chrono::milliseconds(5000))) held.push_back(std::move(s));
+    }
+    during();
+    std::this_thread::sleep_for(hold);
+    for (auto& s : held) {
+        boost::system::error_code ignored;
+        s.close(ignored);
+    }
+    return held.size();
+}
+
+bool never_reading_stream(const net::bench::endpoint& ep, const soak_request& req, std::chrono::milliseconds hold,
+                          const std::function<void()>& during) {
+    asio::io_context ioc;
+    tcp::socket s(ioc);
+    if (!open(s, ioc, ep, std::chrono::milliseconds(5000))) return false;
+    // A small receive buffer so the daemon's writes meet a full socket sooner.
+    int small = 4096;
+    ::setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    boost::system::error_code ec;
+    http::write(s, make_request(ep, http::verb::post, "/v1/completions", request_body(req)), ec);
+    if (ec) return false;
+    during();
+    std::this_thread::sleep_for(hold);
+    s.close(ec);
+    return true;
+}
+
 }  // namespace calserve::soak

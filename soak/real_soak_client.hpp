@@ -11,6 +11,7 @@
 //! connection before the stream ended; a request reports exactly one end.
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,16 @@ request_end perform_request(const net::bench::endpoint& ep, const soak_request& 
 // GET `path`; the body of a 200, else an error.
 result<std::string> fetch_text(const net::bench::endpoint& ep, const std::string& path,
                                std::chrono::milliseconds io_timeout);
+
+// Hostile clients (no request outcome; the soak checks the daemon still answers):
+// `count` connections that send nothing, held for `hold` while `during` runs, then
+// closed (a connection flood); returns how many were opened.
+std::size_t flood_connections(const net::bench::endpoint& ep, std::size_t count, std::chrono::milliseconds hold,
+                              const std::function<void()>& during);
+// A streaming request whose answer is never read, held for `hold` while `during`
+// runs, then closed (a reader that stalls and vanishes); false if it was not sent.
+bool never_reading_stream(const net::bench::endpoint& ep, const soak_request& req, std::chrono::milliseconds hold,
+                          const std::function<void()>& during);
 
 // The error table's key for an end that was not a completion: "HTTP 503 ccu_exception",
 // "stream 200 queue_full", "transport: ...".

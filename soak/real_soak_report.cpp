@@ -23,6 +23,10 @@ std::vector<std::string> real_soak_report::failures() const {
     if (daemon_answering && !settled) out.push_back("KV blocks or in-flight work not back to 0 after the settle");
     if (samples.empty()) out.push_back("no sample taken");
     if (fd.leak) out.push_back("open fds grow with requests");
+    if (health_misses > 0) {
+        out.push_back("/health did not answer during " + std::to_string(health_misses) +
+                      " hostile action(s) (flood, unread stream, SIGHUP)");
+    }
     return out;
 }
 
@@ -77,6 +81,8 @@ void print_report(const real_soak_report& r, const real_soak_options& o, std::os
     if (!o.control_socket.empty()) {
         out << "faults: armed=" << r.arms << " refused=" << r.arms_refused << " deferred=" << r.arms_deferred << " clears=" << r.clears << "\n";
     }
+    out << "hostile: floods=" << r.floods << " flood_connections=" << r.flood_connections
+        << " never_read=" << r.never_read << " hups=" << r.hups << " health_misses=" << r.health_misses << "\n";
     out << "samples: " << r.samples.size() << " (first " << r.warmup_samples << " in the warm-up, left out of slopes)\n";
     out << std::setprecision(4);
     print_series(out, "rss", r.rss, 1048576.0, "MiB");

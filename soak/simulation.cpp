@@ -340,6 +340,7 @@ void simulation::finish(double limit_s) {
     if (engine_->batch_tick().sequences() != 0) violation("BatchTick still holds sequences at the end");
     for (auto p : device::all_fault_points) report_.faults_fired += engine_->faults()->fires(p);
     report_.device_resets = engine_->device_resets();
+    report_.preemptions = engine_->batch_tick().preemptions();
 }
 
 void_result ensure_synthetic_model(const std::filesystem::path& dir, const std::filesystem::path& tokenizer_dir,

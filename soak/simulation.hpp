@@ -46,7 +46,7 @@ struct sim_report {
     std::uint64_t submitted = 0, rejected = 0, cancels = 0, arms = 0;
     std::uint64_t slow_consumers = 0, slow_cancels = 0;  // streams read slowly / cancelled for it
     std::array<std::uint64_t, 5> finished{};  // by actors::finish_reason
-    std::uint64_t greedy_checked = 0, messages = 0, faults_fired = 0, device_resets = 0;
+    std::uint64_t greedy_checked = 0, messages = 0, faults_fired = 0, device_resets = 0, preemptions = 0;
     std::int64_t end_ns = 0;
     std::vector<std::string> violations;
     bool ok() const { return violations.empty(); }

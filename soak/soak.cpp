@@ -55,6 +55,14 @@ plan make_plan(std::mt19937_64& rng) {
                    // 0 means "unpaced" on the cpu backend and "the latency model" (-1) on a package.
                    "device.sim.step_ms=" + [](int v) { return v == 0 ? std::string("-1") : std::to_string(v); }(pick({0, 1, 4, 15})),
                    "device.sim.d2h_ms=" + std::to_string(pick({0, 1, 2}))};
+    // Batching and KV: decode batches up to 1, 4 or 16 rows; on-demand KV (sometimes capped so
+    // that running sequences are preempted and re-prefilled) or the whole sequence reserved.
+    const bool on_demand = u(rng) < 0.75;
+    p.overrides.push_back("runtime.max_batch=" + std::to_string(pick({1, 4, 16})));
+    p.overrides.push_back(std::string("runtime.kv_policy=") + (on_demand ? "on_demand" : "reserve"));
+    p.overrides.push_back("runtime.kv_step_tokens=" + std::to_string(pick({8, 16, 64})));
+    p.overrides.push_back("device.sim.kv_block_tokens=16");
+    p.overrides.push_back("runtime.kv_blocks=" + std::to_string(pick({0, 12, 24})));
     return p;
 }
 
@@ -82,7 +90,8 @@ struct generated {
 class traffic {
 public:
     traffic(const plan& p, std::uint64_t seed, std::int64_t duration_ns, std::int64_t vocab)
-        : p_(p), rng_(seed * 0x9E3779B97F4A7C15ull + 1), duration_(duration_ns), vocab_(std::min<std::int64_t>(vocab, 150000)) {
+        : p_(p), rng_(seed * 0x9E3779B97F4A7C15ull + 1), duration_(duration_ns),
+          vocab_(std::min<std::int64_t>(vocab, 150000)), burst_rng_(seed * 0xBF58476D1CE4E5B9ull + 11) {
         next_arrival_ = gap(p_.mean_burst_gap_s * 1e9);
         burst_left_ = between(1, p_.max_burst);
         next_arm_ = gap(p_.mean_fault_gap_s * 1e9);
@@ -90,11 +99,17 @@ public:
 
     std::optional<generated> next() {
         std::int64_t t_cancel = cancels_.empty() ? INT64_MAX : cancels_.begin()->first;
-        std::int64_t t = std::min({next_arrival_, next_arm_, t_cancel});
+        std::int64_t t_clear = burst_ends_.empty() ? INT64_MAX : burst_ends_.begin()->first;
+        std::int64_t t = std::min({next_arrival_, next_arm_, t_cancel, t_clear});
         if (t >= duration_) {
             if (cleared_) return std::nullopt;
             cleared_ = true;
             return generated{io::trace_clear{duration_, std::nullopt, std::nullopt}, std::nullopt};
+        }
+        if (t == t_clear) {
+            io::trace_clear c{t, burst_ends_.begin()->second, std::nullopt};
+            burst_ends_.erase(burst_ends_.begin());
+            return generated{c, std::nullopt};
         }
         if (t == t_cancel) {
             io::trace_cancel c{t, cancels_.begin()->second};
@@ -103,7 +118,9 @@ public:
         }
         if (t == next_arm_) {
             next_arm_ = t + gap(p_.mean_fault_gap_s * 1e9);
-            return generated{make_arm(t), std::nullopt};
+            auto arm = make_arm(t);
+            make_burst(arm);
+            return generated{std::move(arm), std::nullopt};
         }
         if (--burst_left_ > 0) {
             next_arrival_ = t + gap(p_.mean_gap_ms * 1e6);
@@ -145,7 +162,22 @@ private:
         return generated{s, consumer};
     }
 
-    io::trace_input make_arm(std::int64_t t) {
+    // A quarter of the arms (drawn from their own generator, so the requests of a
+    // seed stay as they were) become a fault burst: a device fault on every job for
+    // 1-8 ms of virtual time, then cleared. Without the DeviceActor's reset backoff a
+    // burst used to exhaust device.reset_limit within its few ms and kill the device.
+    void make_burst(io::trace_arm& arm) {
+        static const char* const k_burst_points[] = {"ccu_exception", "d2h_error", "device_lost"};
+        if (burst_rng_() % 4 != 0) return;
+        arm.point = k_burst_points[burst_rng_() % std::size(k_burst_points)];
+        arm.mode = "always";
+        arm.count = 0;
+        arm.delay_ms = 0;
+        const auto length_ns = std::int64_t(1 + burst_rng_() % 8) * 1'000'000;
+        burst_ends_.emplace(arm.t_ns + length_ns, arm.point);
+    }
+
+    io::trace_arm make_arm(std::int64_t t) {
         io::trace_arm a;
         a.t_ns = t;
         a.point = k_fault_points[rng_() % std::size(k_fault_points)];
@@ -164,6 +196,8 @@ private:
     std::uint64_t requests_ = 0;
     std::int64_t burst_left_ = 0;
     std::multimap<std::int64_t, std::string> cancels_;
+    std::mt19937_64 burst_rng_;
+    std::multimap<std::int64_t, std::string> burst_ends_;  // clear time -> point of a fault burst
     bool cleared_ = false;
 };
 
@@ -226,7 +260,7 @@ void print_report(const sim_report& r, std::ostream& out) {
     out << "soak: submitted=" << r.submitted << " rejected=" << r.rejected << " cancels=" << r.cancels
         << " slow_consumers=" << r.slow_consumers << " slow_cancels=" << r.slow_cancels
         << " fault_arms=" << r.arms << " faults_fired=" << r.faults_fired << " device_resets=" << r.device_resets
-        << "\n  finished: stop=" << r.finished[0] << " length=" << r.finished[1] << " cancelled=" << r.finished[2]
+        << " preemptions=" << r.preemptions << "\n  finished: stop=" << r.finished[0] << " length=" << r.finished[1] << " cancelled=" << r.finished[2]
         << " timeout=" << r.finished[3] << " error=" << r.finished[4] << " greedy_checked=" << r.greedy_checked
         << " messages=" << r.messages << " virtual_s=" << double(r.end_ns) / 1e9 << "\n";
     for (const auto& v : r.violations) out << "  VIOLATION " << v << "\n";

@@ -1,11 +1,13 @@
 // `calserve inspect DIR`: what a device sees in a package -- versions, submodels,
 // I/O buffers (ping/pong), CSRs, capacities per chip -- and the simulator's modelled
-// step times with every latency constant printed (document 004 G7 `inspect`).
+// step times with every latency constant printed (document 004 G7 `inspect`), per decode
+// batch profile too.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <vector>
 
 #include "device/package_spec.hpp"
 #include "device/sim/latency_model.hpp"
@@ -62,7 +64,13 @@ void print_package(const model::package::package& p, const dev::package_spec& s)
                           << " B  ping " << hex(t.ping_addr) << "  pong " << hex(t.pong_addr) << "  chip " << t.chip << "\n";
             }
         }
-        for (const auto& c : sm.csrs) std::cout << "    csr " << c.name << " offset " << hex(c.offset) << "\n";
+        for (const auto& c : sm.csrs) {
+            std::cout << "    csr " << c.name << " offset " << hex(c.offset);
+            if (sm.batch > 1)
+                std::cout << "  rows 0.." << sm.batch - 1 << " at offset + 4*b (last "
+                          << hex(c.offset + (sm.batch - 1) * model::package::k_csr_row_stride) << ")";
+            std::cout << "\n";
+        }
     }
     (void)s;
 }
@@ -81,10 +89,32 @@ void print_capacity(const dev::package_spec& s, const dev::sim::sim_options& so)
     }
 }
 
-void print_step(const char* what, const dev::sim::step_breakdown& b) {
-    std::printf("  %-28s %9.3f ms  (weights %.3f, kv %.3f, sync %.3f, flops %.3f, d2d %.3f, launch %.3f)%s\n", what,
+void print_step(const char* what, const dev::sim::step_breakdown& b, const std::string& suffix = "") {
+    std::printf("  %-28s %9.3f ms  (weights %.3f, kv %.3f, sync %.3f, flops %.3f, d2d %.3f, launch %.3f)%s%s\n", what,
                 b.total_ms, b.weights_ms, b.kv_ms, b.sync_ms, b.flops_ms, b.d2d_ms, b.launch_ms,
-                b.overridden ? "  [device.sim.step_ms override]" : "");
+                b.overridden ? "  [device.sim.step_ms override]" : "", suffix.c_str());
+}
+
+// One decode step of a batch-B profile, every row at `past` (latency_model::decode_batch_step:
+// weights read once, KV read and compute per row, launch and syncs once).
+dev::sim::step_breakdown batch_step(const dev::sim::latency_model& m, std::int64_t batch, std::int64_t past) {
+    const std::vector<std::int64_t> pasts(static_cast<std::size_t>(batch), past);
+    return m.decode_batch_step(pasts, batch);
+}
+
+void print_profiles(const dev::package_spec& s, const dev::sim::latency_model& m) {
+    std::cout << "\ndecode batch profiles (largest " << s.batch << "; KV region " << s.kv.slots << " x " << s.kv.context
+              << " tokens; modelled step with every row at the same past)\n";
+    for (const auto& sm : s.submodels) {
+        if (sm.kind != dev::submodel_kind::decode) continue;
+        std::cout << "  b" << sm.batch << "  " << sm.name << "\n";
+        for (std::int64_t past : {std::int64_t{0}, s.context / 2, s.context - 1}) {
+            const auto b = batch_step(m, sm.batch, past);
+            const std::string label = "b" + std::to_string(sm.batch) + ", past " + std::to_string(past);
+            const double tokens_per_s = b.total_ms > 0 ? static_cast<double>(sm.batch) * 1e3 / b.total_ms : 0.0;
+            print_step(label.c_str(), b, "  " + std::to_string(static_cast<long long>(tokens_per_s)) + " tokens/s");
+        }
+    }
 }
 
 void print_latency(const dev::package_spec& s, const dev::sim::latency_constants& c) {
@@ -110,6 +140,7 @@ void print_latency(const dev::package_spec& s, const dev::sim::latency_constants
                 static_cast<unsigned long long>(s.total_parameter_bytes()));
     std::printf("  MoE active weight fraction: decode %.4f, prefill 1024 %.4f\n", m.active_weight_fraction(1),
                 m.active_weight_fraction(1024));
+    print_profiles(s, m);
 }
 
 int run(const options& o) {

@@ -17,6 +17,7 @@ struct options {
     std::uint64_t seed = 1;
     std::string tokenizer;
     bool full_hash = false;
+    std::vector<std::uint32_t> decode_batches;
 };
 
 int run_pack(const options& o) {
@@ -26,6 +27,7 @@ int run_pack(const options& o) {
     po.seed = o.seed;
     po.full_hash = o.full_hash;
     po.tokenizer_dir = o.tokenizer;
+    po.decode_batches = o.decode_batches;
     if (po.tokenizer_dir.empty())
         if (const char* env = std::getenv("CALSERVE_TOKENIZER_DIR")) po.tokenizer_dir = env;
     if (po.tokenizer_dir.empty()) {
@@ -37,8 +39,11 @@ int run_pack(const options& o) {
         std::cerr << "pack: " << p.error().what() << "\n";
         return p.code() == status::io_error ? 1 : 2;
     }
+    std::string profiles;
+    for (const auto* m : p->decode_profiles()) profiles += (profiles.empty() ? "" : ",") + std::to_string(m->batch);
     std::cout << "packed " << o.preset << " -> " << p->root.string() << " (" << p->hashes.size() << " files + "
-              << pkg::k_manifest_file << ", parameters " << p->total_param_bytes() << " B)\n";
+              << pkg::k_manifest_file << ", parameters " << p->total_param_bytes() << " B, decode batches " << profiles
+              << ", KV " << p->kv.batch << " x " << p->kv.context << " tokens)\n";
     return 0;
 }
 
@@ -51,6 +56,10 @@ const bool registered = register_command("pack", "write a synthetic calbin packa
     app.add_option("--seed", o->seed, "seed for parameter bytes and binaries");
     app.add_option("--tokenizer", o->tokenizer, "tokenizer dir (default: $CALSERVE_TOKENIZER_DIR)");
     app.add_flag("--full-hash", o->full_hash, "also record full SHA-256 of multi-GiB parameter blocks");
+    app.add_option("--decode-batches", o->decode_batches,
+                   "decode batch profiles, e.g. 1,2,4,8,16 (ascending, from 1, at most 16; default: tiny presets "
+                   "1,2,4,8,16, qwen3-30b-a3b-2chip 1)")
+        ->delimiter(',');
     return [o] { return run_pack(*o); };
 });
 }  // namespace

@@ -1,4 +1,5 @@
-// `calserve plan`: per-chip capacity budget of a package at a batch and context.
+// `calserve plan`: per-chip capacity budget of a package at a batch and context, and per
+// decode batch profile the largest context at which that batch fits.
 #include <CLI/CLI.hpp>
 #include <boost/json.hpp>
 #include <cstdio>
@@ -32,9 +33,28 @@ std::string gib(std::uint64_t b) {
     return buf;
 }
 
+// One decode batch profile: the largest context at which its batch fits the device, and the
+// tokens per row the package's own KV region gives when every row is busy.
+struct profile_fit {
+    const pkg::submodel* sub = nullptr;
+    std::uint32_t max_context = 0;     // capacity planner, not capped
+    std::uint32_t usable_context = 0;  // capped by the calbin context
+    std::uint64_t kv_tokens_per_row = 0;
+};
+
+std::vector<profile_fit> profile_fits(const pkg::package& p, const pkg::capacity_limits& l, pkg::kv_dtype_choice kv) {
+    std::vector<profile_fit> out;
+    const std::uint64_t kv_tokens = std::uint64_t{p.kv.context} * p.kv.batch;
+    for (const auto* m : p.decode_profiles()) {
+        const auto fit = pkg::max_context(p, m->batch, kv, l);
+        out.push_back({m, fit, std::min(fit, p.context), std::min<std::uint64_t>(kv_tokens / m->batch, p.context)});
+    }
+    return out;
+}
+
 json::object to_json(const pkg::package& p, const pkg::capacity_plan& plan, const pkg::capacity_limits& l,
                      pkg::kv_dtype_choice kv) {
-    json::array chips, table;
+    json::array chips, table, profiles;
     for (const auto& b : plan.chips)
         chips.push_back(json::object{{"chip", b.chip}, {"params", b.params}, {"kv", b.kv}, {"workspace", b.workspace},
                                      {"io_buffers", b.io_buffers}, {"command_buffers", b.command_buffers},
@@ -44,9 +64,12 @@ json::object to_json(const pkg::package& p, const pkg::capacity_plan& plan, cons
         const auto fit = pkg::max_context(p, batch, kv, l);
         table.push_back(json::object{{"batch", batch}, {"max_context", fit}, {"usable_context", std::min(fit, p.context)}});
     }
+    for (const auto& f : profile_fits(p, l, kv))
+        profiles.push_back(json::object{{"batch", f.sub->batch}, {"submodel", f.sub->name}, {"max_context", f.max_context},
+                                        {"usable_context", f.usable_context}, {"kv_tokens_per_row", f.kv_tokens_per_row}});
     return {{"package", p.root.string()}, {"batch", plan.batch}, {"context", plan.context},
             {"kv_dtype", pkg::to_string(kv)}, {"fits", plan.fits}, {"chips", std::move(chips)},
-            {"max_context_by_batch", std::move(table)}};
+            {"max_context_by_batch", std::move(table)}, {"decode_profiles", std::move(profiles)}};
 }
 
 void print_text(const pkg::package& p, const pkg::capacity_plan& plan, const pkg::capacity_limits& l,
@@ -65,6 +88,12 @@ void print_text(const pkg::package& p, const pkg::capacity_plan& plan, const pkg
         std::cout << "  batch " << batch << ": " << fit << " tokens (usable with this calbin: " << std::min(fit, p.context)
                   << ")\n";
     }
+    std::cout << "decode profiles (largest context at which the batch fits; the package's KV region of " << p.kv.batch
+              << " x " << p.kv.context << " tokens shared by busy rows):\n";
+    for (const auto& f : profile_fits(p, l, kv))
+        std::cout << "  b" << f.sub->batch << "  " << f.sub->name << ": fits up to " << f.max_context
+                  << " tokens per row (usable with this calbin: " << f.usable_context << "); KV region gives "
+                  << f.kv_tokens_per_row << " per row\n";
 }
 
 int run_plan(const options& o) {

@@ -4,11 +4,18 @@
 // With no arguments it serves the tiny default package on the simulated NPU at
 // 127.0.0.1:8080, writing the package on first run. SIGTERM/SIGINT drain: /ready
 // goes false, new work gets 503, in-flight requests get `server.drain_timeout_ms`
-// to finish, then the process exits 0.
+// to finish, then the process exits 0. SIGHUP is logged and otherwise ignored (the
+// daemon logs to stderr only: there is no file to reopen); SIGPIPE is ignored
+// process-wide, so a log reader that goes away costs log lines, never the
+// service. With `device.dead_exit` a dead device ends the process with exit
+// code 3 (k_exit_device_dead) so that a supervisor restarts it (docs/api.md).
 #include <CLI/CLI.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <condition_variable>
+#include <csignal>
+#include <functional>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <malloc.h>
 #include <optional>
@@ -16,6 +23,7 @@
 #include <thread>
 
 #include "net/engine_control.hpp"
+#include "actors/device_actor.hpp"
 #include "actors/metrics.hpp"
 #include "actors/realtime_driver.hpp"
 #include "actors/serving_engine.hpp"
@@ -30,6 +38,34 @@
 
 namespace calserve::tools {
 namespace {
+// How long streams cut by the end of the drain get to write their last error event.
+constexpr std::chrono::milliseconds k_stop_grace{2000};
+
+// Exit code of a daemon whose device went dead with device.dead_exit set.
+constexpr int k_exit_device_dead = 3;
+// How often the idle main thread looks at the device when device.dead_exit is set.
+constexpr auto k_dead_poll = std::chrono::milliseconds(200);
+
+// Process-wide dispositions, set before any thread exists so every thread inherits
+// them. SIGPIPE: a write to a closed pipe (stderr read by a log collector that went
+// away) fails with EPIPE instead of killing the process; sockets already use
+// MSG_NOSIGNAL. SIGHUP: ignored until the daemon's own handler (a signal_set that
+// logs it) is installed, so a hang-up during start-up does not kill it either.
+void set_process_signals() {
+    std::signal(SIGPIPE, SIG_IGN);
+    std::signal(SIGHUP, SIG_IGN);
+}
+
+// SIGHUP: a terminal hang-up or a supervisor's "reload". Nothing to reload (the
+// configuration is read once) and nothing to reopen (logs go to stderr): log it
+// and keep serving. Re-arms itself until the set is cancelled or destroyed.
+void on_hangup(boost::asio::signal_set& set) {
+    set.async_wait([&set](boost::system::error_code ec, int) {
+        if (ec) return;
+        spdlog::info("serve: SIGHUP ignored (logs go to stderr; nothing to reopen or reload)");
+        on_hangup(set);
+    });
+}
 
 struct serve_options {
     std::string package_dir;
@@ -47,7 +83,8 @@ struct serve_options {
 
 result<std::filesystem::path> ensure_default_package(const std::string& preset) {
     auto dir = data_home() / "packages" / preset;
-    auto complete = [](const std::filesystem::path& d) { return std::filesystem::exists(d / "calserve-manifest.json"); };
+    // A package an older calserve wrote (other decode profiles) is rebuilt, not served.
+    auto complete = [&](const std::filesystem::path& d) { return model::package::pack_is_current(d, preset); };
     if (complete(dir)) return dir;
     auto tok = tokenizer_dir();
     if (!tok) return tok.error();
@@ -67,7 +104,34 @@ result<std::filesystem::path> ensure_default_package(const std::string& preset) 
     return dir;
 }
 
+// The main thread idles until a stop signal; meanwhile it hands freed heap pages
+// back to the system now and then (server.malloc_trim_s; docs/decisions.md) and,
+// when `dead` is given, watches for a dead device. Returns true when it stopped
+// because the device is dead.
+bool idle_until_stop(std::mutex& mutex, std::condition_variable& cv, const bool& stop_requested,
+                     std::chrono::seconds trim_every, const std::function<bool()>& dead) {
+    using clock = std::chrono::steady_clock;
+    std::unique_lock lock(mutex);
+    auto next_trim = clock::now() + trim_every;
+    while (!stop_requested) {
+        if (!dead && trim_every.count() == 0) {
+            cv.wait(lock, [&] { return stop_requested; });
+            break;
+        }
+        auto until = trim_every.count() == 0 ? clock::now() + k_dead_poll : next_trim;
+        if (dead) until = std::min(until, clock::now() + k_dead_poll);
+        if (cv.wait_until(lock, until, [&] { return stop_requested; })) break;
+        if (dead && dead()) return true;
+        if (trim_every.count() > 0 && clock::now() >= next_trim) {
+            ::malloc_trim(0);
+            next_trim = clock::now() + trim_every;
+        }
+    }
+    return false;
+}
+
 int run_serve(const serve_options& o) {
+    set_process_signals();
     std::vector<std::string> overrides = o.overrides;
     if (!o.host.empty()) overrides.push_back("server.host=" + o.host);
     if (o.port >= 0) overrides.push_back("server.port=" + std::to_string(o.port));
@@ -142,7 +206,9 @@ int run_serve(const serve_options& o) {
     if (recordable) traced.emplace(**engine, *driver, header, std::move(recorder));
     actors::engine& front = recordable ? static_cast<actors::engine&>(*traced) : **engine;
 
-    net::http_server server(io, front, metrics, net::server_options::from_config(*cfg));
+    auto server_options = net::server_options::from_config(*cfg);
+    server_options.client_stall = net::client_stall_hook((*engine)->faults(), &metrics);
+    net::http_server server(io, front, metrics, std::move(server_options));
     auto port = server.start();
     if (!port) {
         std::cerr << "serve: cannot listen: " << port.error().what() << "\n";
@@ -168,13 +234,28 @@ int run_serve(const serve_options& o) {
     std::condition_variable cv;
     bool stop_requested = false;
     boost::asio::signal_set signals(io, SIGINT, SIGTERM);
-    signals.async_wait([&](boost::system::error_code ec, int sig) {
+    // Re-armed after each signal, so a second one during the drain is said, not swallowed.
+    std::function<void(boost::system::error_code, int)> on_signal = [&](boost::system::error_code ec, int sig) {
         if (ec) return;
-        spdlog::info("serve: signal {}: draining", sig);
-        std::lock_guard lock(mutex);
-        stop_requested = true;
-        cv.notify_all();
-    });
+        bool again = false;
+        {
+            std::lock_guard lock(mutex);
+            again = stop_requested;
+            stop_requested = true;
+            cv.notify_all();
+        }
+        if (again) {
+            spdlog::warn("serve: signal {} during the drain: already draining, {} requests in flight; "
+                         "exiting when they finish or server.drain_timeout_ms passes",
+                         sig, front.in_flight());
+        } else {
+            spdlog::info("serve: signal {}: draining", sig);
+        }
+        signals.async_wait(on_signal);
+    };
+    signals.async_wait(on_signal);
+    boost::asio::signal_set hangups(io, SIGHUP);
+    on_hangup(hangups);
     std::vector<std::thread> net_threads;
     std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> net_work;
     if (recordable) {
@@ -184,19 +265,13 @@ int run_serve(const serve_options& o) {
     } else {
         rt.start();
     }
-    {
-        std::unique_lock lock(mutex);
-        // The main thread idles until a signal; meanwhile it hands freed heap pages
-        // back to the system now and then (server.malloc_trim_s; docs/decisions.md).
-        const auto trim_every = std::chrono::seconds(cfg->integer("server.malloc_trim_s"));
-        while (!stop_requested) {
-            if (trim_every.count() == 0) {
-                cv.wait(lock, [&] { return stop_requested; });
-            } else if (!cv.wait_for(lock, trim_every, [&] { return stop_requested; })) {
-                ::malloc_trim(0);
-            }
-        }
-    }
+    std::function<bool()> dead;
+    if (cfg->boolean("device.dead_exit"))
+        dead = [&] { return (*engine)->device_state() == actors::device_health::dead; };
+    const bool device_dead =
+        idle_until_stop(mutex, cv, stop_requested, std::chrono::seconds(cfg->integer("server.malloc_trim_s")), dead);
+    if (device_dead)
+        spdlog::error("serve: the device is dead and device.dead_exit is set: exiting with code {}", k_exit_device_dead);
     server.drain();
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(cfg->integer("server.drain_timeout_ms"));
     while (front.in_flight() > 0 && std::chrono::steady_clock::now() < deadline)
@@ -204,7 +279,9 @@ int run_serve(const serve_options& o) {
     auto left = front.in_flight();
     if (left > 0) spdlog::warn("serve: drain timeout with {} requests in flight", left);
     if (control_server) control_server->stop();
-    server.stop();
+    // Streams still running end with an error event (503 "server shutting down") and
+    // their proper end, so clients can tell the shutdown from a network failure.
+    server.stop(k_stop_grace);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let closing sockets flush
     if (recordable) {
         if (!trace_path.empty()) {
@@ -220,7 +297,7 @@ int run_serve(const serve_options& o) {
     }
     engine->reset();
     spdlog::info("serve: stopped");
-    return 0;
+    return device_dead ? k_exit_device_dead : 0;
 }
 
 const bool registered = register_command("serve", "run the OpenAI-compatible streaming daemon", [](CLI::App& app) {

@@ -36,6 +36,7 @@ struct soak_cli {
     std::string sample_interval = "1s";
     std::string warmup = "20%";
     std::string out;
+    int daemon_pid = 0;
 };
 
 // "20%" or "0.2" -> 0.2.
@@ -63,6 +64,7 @@ int run_real_soak_cli(const soak_cli& c) {
     o.seed = c.seed;
     o.concurrency = c.concurrency;
     o.out_path = c.out;
+    o.daemon_pid = c.daemon_pid;
     auto d = soak::parse_duration_ns(c.duration);
     auto i = soak::parse_duration_ns(c.sample_interval);
     auto w = parse_share(c.warmup);
@@ -88,8 +90,8 @@ int run_soak_cli(const soak_cli& c) {
         std::cerr << "soak --real: --model, --package, --trace and --no-reference belong to the simulation\n";
         return 2;
     }
-    if (!c.real && (!c.url.empty() || !c.control_socket.empty() || !c.out.empty())) {
-        std::cerr << "soak: --url, --control-socket and --out need --real\n";
+    if (!c.real && (!c.url.empty() || !c.control_socket.empty() || !c.out.empty() || c.daemon_pid != 0)) {
+        std::cerr << "soak: --url, --control-socket, --out and --daemon-pid need --real\n";
         return 2;
     }
     if (c.real) return run_real_soak_cli(c);
@@ -159,6 +161,7 @@ const bool registered = register_command(
         app.add_option("--sample-interval", c->sample_interval, "--real: /metrics scrape period (default 1s)");
         app.add_option("--warmup", c->warmup, "--real: leading share left out of slopes (default 20%)");
         app.add_option("--out", c->out, "--real: write every sample as a JSON line to this file");
+        app.add_option("--daemon-pid", c->daemon_pid, "--real: the daemon's pid; hostile clients also send it SIGHUP");
         return [c] { return run_soak_cli(*c); };
     });
 }  // namespace

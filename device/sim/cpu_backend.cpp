@@ -16,23 +16,26 @@ tensor_desc io_tensor(std::string name, std::vector<std::int64_t> shape, dtype t
     return d;
 }
 
-submodel_desc program(std::string name, submodel_kind kind, std::int64_t tokens, std::int64_t vocab,
-                      std::uint64_t base) {
+// `batch` rows of `tokens` each: token/position {batch, tokens}, logits {batch, 1, vocab}.
+submodel_desc program(std::string name, submodel_kind kind, std::int64_t batch, std::int64_t tokens,
+                      std::int64_t vocab, std::uint64_t base) {
     submodel_desc sm;
     sm.name = std::move(name);
     sm.kind = kind;
+    sm.batch = batch;
     sm.max_tokens = tokens;
-    const std::uint64_t span = (static_cast<std::uint64_t>(tokens) * 4 * 2 + (1u << 20)) & ~std::uint64_t{0xfff};
-    sm.inputs = {io_tensor("token", {1, tokens}, dtype::int32, base),
-                 io_tensor("position", {1, tokens}, dtype::int32, base + span)};
-    sm.outputs = {io_tensor("logits", {1, 1, vocab}, dtype::bf16, base + 2 * span)};
+    const std::uint64_t span =
+        (static_cast<std::uint64_t>(batch * tokens) * 4 * 2 + (1u << 20)) & ~std::uint64_t{0xfff};
+    sm.inputs = {io_tensor("token", {batch, tokens}, dtype::int32, base),
+                 io_tensor("position", {batch, tokens}, dtype::int32, base + span)};
+    sm.outputs = {io_tensor("logits", {batch, 1, vocab}, dtype::bf16, base + 2 * span)};
     sm.csrs = {{std::string(k_csr_cur_seq_len), 0x1104}, {std::string(k_csr_past_kv_len), 0x1144}};
     return sm;
 }
 }  // namespace
 
 package_spec cpu_package_spec(const model::hf_config& hf, std::int64_t context, std::int64_t sequences,
-                              const std::filesystem::path& model_dir) {
+                              const std::filesystem::path& model_dir, std::int64_t max_batch) {
     package_spec p;
     const std::string stem = model_dir.filename().string().empty() ? "cpu" : model_dir.filename().string();
     p.name = stem + " (cpu)";
@@ -42,8 +45,13 @@ package_spec cpu_package_spec(const model::hf_config& hf, std::int64_t context, 
     p.context = context;
     p.chip_count = 1;
     p.calcores_per_chip = 1;
-    p.submodels = {program("cpu_prefill", submodel_kind::prefill, context, hf.vocab_size, 0x100000000ULL),
-                   program("cpu_decode", submodel_kind::decode, 1, hf.vocab_size, 0x900000000ULL)};
+    p.batch = std::max<std::int64_t>(1, max_batch);
+    p.submodels = {program("cpu_prefill", submodel_kind::prefill, 1, context, hf.vocab_size, 0x100000000ULL)};
+    for (std::int64_t b = 1; b <= p.batch; ++b) {
+        const std::uint64_t base = 0x900000000ULL + static_cast<std::uint64_t>(b - 1) * 0x10000000ULL;
+        p.submodels.push_back(program(b == 1 ? "cpu_decode" : "cpu_decode_b" + std::to_string(b),
+                                      submodel_kind::decode, b, 1, hf.vocab_size, base));
+    }
     p.kv = kv_layout{hf.num_hidden_layers, hf.num_key_value_heads, hf.head_dim, context, std::max<std::int64_t>(1, sequences), 2, 2, 256};
     p.chips = {chip_memory{0, 0}};
     p.reference_model_dir = model_dir;
@@ -60,7 +68,9 @@ result<std::shared_ptr<sim_device>> open_cpu_device(const std::filesystem::path&
     auto hf = model::load_hf_config(model_dir);
     if (!hf) return hf.error();
     const std::int64_t context = std::min<std::int64_t>(hf->max_position_embeddings, cfg.integer("runtime.slot_context"));
-    auto spec = cpu_package_spec(*hf, context, cfg.integer("runtime.max_running"), model_dir);
+    const std::int64_t max_batch = cfg.integer("runtime.max_batch");
+    auto spec = cpu_package_spec(*hf, context, cfg.integer("runtime.max_running"), model_dir,
+                                 max_batch > 0 ? max_batch : k_cpu_default_max_batch);
     sim_options o = sim_options_for(cfg, scheduler, std::move(faults));
     o.latency = latency_constants{};
     // No NPU pacing unless asked for: by default a job completes when its numbers

@@ -1,7 +1,9 @@
 #pragma once
 //! The `cpu` backend: a plain Hugging Face Qwen3 directory served through the same
 //! device interface, with no NPU pacing. It is the simulator with a package
-//! synthesised from config.json (one prefill and one decode program, token /
+//! synthesised from config.json (one prefill program `cpu_prefill` and a decode
+//! program for every batch size 1..runtime.max_batch - 0 means 16 - named
+//! `cpu_decode` (batch 1) and `cpu_decode_b<B>`, so no job needs padding; token /
 //! position / logits buffers, ping and pong), every latency constant at zero
 //! (`step_ms` = `d2h_ms` = 0), memory capacities unbounded, and the model unsplit.
 //! The runtime therefore drives a CPU model and the NPU simulator with one code path.
@@ -17,8 +19,12 @@
 
 namespace calserve::device::sim {
 
+// Decode batch profiles when runtime.max_batch is 0.
+inline constexpr std::int64_t k_cpu_default_max_batch = 16;
+
+// Decode programs of batch 1..max_batch (at least 1).
 package_spec cpu_package_spec(const model::hf_config& hf, std::int64_t context, std::int64_t sequences,
-                              const std::filesystem::path& model_dir);
+                              const std::filesystem::path& model_dir, std::int64_t max_batch = 1);
 
 // Creates, loads, configures and warms up the cpu backend for `model_dir`.
 result<std::shared_ptr<sim_device>> open_cpu_device(const std::filesystem::path& model_dir, const config& cfg,

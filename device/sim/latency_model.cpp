@@ -45,27 +45,28 @@ double latency_model::active_weight_fraction(std::int64_t tokens) const {
     return (1.0 - expert_fraction_) + expert_fraction_ * touched;
 }
 
-step_breakdown latency_model::step(submodel_kind kind, std::int64_t tokens, std::int64_t past) const {
-    step_breakdown b;
-    const double chips = std::max<double>(1.0, spec_.chip_count);
-    std::uint64_t max_chip_bytes = 0;
-    for (std::uint32_t c = 0; c < spec_.chip_count; ++c) max_chip_bytes = std::max(max_chip_bytes, spec_.parameter_bytes(c));
+std::uint64_t latency_model::slowest_chip_bytes() const {
+    std::uint64_t bytes = 0;
+    for (std::uint32_t c = 0; c < spec_.chip_count; ++c) bytes = std::max(bytes, spec_.parameter_bytes(c));
+    return bytes;
+}
+
+// Parameters one token multiplies by: everything but the experts it is not routed to.
+double latency_model::active_parameters_per_token() const {
+    const double k_over_e = spec_.num_experts > 0 ? static_cast<double>(spec_.experts_per_token) /
+                                                        static_cast<double>(spec_.num_experts)
+                                                  : 0.0;
+    return params_total_ * (1.0 - expert_fraction_) + params_total_ * expert_fraction_ * k_over_e;
+}
+
+// Attention multiply-adds x 2 of `tokens` new tokens after `past` held ones (causal).
+double latency_model::attention_flops(std::int64_t tokens, std::int64_t past) const {
     const double t = static_cast<double>(tokens);
-    const double p = static_cast<double>(past);
-    b.weight_bytes = static_cast<double>(max_chip_bytes) * active_weight_fraction(tokens);
-    b.kv_bytes = static_cast<double>(spec_.kv.bytes_per_token()) * (p + 2.0 * t) / chips;  // read all, write new
-    b.syncs = chips > 1 ? 2.0 * static_cast<double>(spec_.kv.layers) : 0.0;
-    b.d2d_bytes = b.syncs * t * static_cast<double>(spec_.hidden_size) * 2.0;
-    if (kind == submodel_kind::prefill) {
-        const double dense_active = params_total_ * (1.0 - expert_fraction_) +
-                                    params_total_ * expert_fraction_ *
-                                        (spec_.num_experts > 0 ? static_cast<double>(spec_.experts_per_token) /
-                                                                      static_cast<double>(spec_.num_experts)
-                                                                : 0.0);
-        const double attn = 4.0 * static_cast<double>(spec_.kv.layers * spec_.num_heads * spec_.kv.head_dim) * t *
-                            (p + (t + 1.0) / 2.0);
-        b.flops = (2.0 * dense_active * t + attn) / chips;
-    }
+    return 4.0 * static_cast<double>(spec_.kv.layers * spec_.num_heads * spec_.kv.head_dim) * t *
+           (static_cast<double>(past) + (t + 1.0) / 2.0);
+}
+
+step_breakdown latency_model::finish(step_breakdown b) const {
     b.weights_ms = bytes_ms(b.weight_bytes, c_.dram_gbps);
     b.kv_ms = bytes_ms(b.kv_bytes, c_.dram_gbps);
     b.sync_ms = b.syncs * c_.sync_us / 1e3;
@@ -78,6 +79,40 @@ step_breakdown latency_model::step(submodel_kind kind, std::int64_t tokens, std:
         b.overridden = true;
     }
     return b;
+}
+
+step_breakdown latency_model::step(submodel_kind kind, std::int64_t tokens, std::int64_t past) const {
+    if (kind == submodel_kind::decode && tokens == 1) return decode_batch_step(std::span(&past, 1), 1);
+    step_breakdown b;
+    const double chips = std::max<double>(1.0, spec_.chip_count);
+    const double t = static_cast<double>(tokens);
+    const double p = static_cast<double>(past);
+    b.weight_bytes = static_cast<double>(slowest_chip_bytes()) * active_weight_fraction(tokens);
+    b.kv_bytes = static_cast<double>(spec_.kv.bytes_per_token()) * (p + 2.0 * t) / chips;  // read all, write new
+    b.syncs = chips > 1 ? 2.0 * static_cast<double>(spec_.kv.layers) : 0.0;
+    b.d2d_bytes = b.syncs * t * static_cast<double>(spec_.hidden_size) * 2.0;
+    b.flops = (2.0 * active_parameters_per_token() * t + attention_flops(tokens, past)) / chips;
+    return finish(b);
+}
+
+step_breakdown latency_model::decode_batch_step(std::span<const std::int64_t> pasts, std::int64_t batch) const {
+    step_breakdown b;
+    const double chips = std::max<double>(1.0, spec_.chip_count);
+    const double rows = static_cast<double>(std::max<std::int64_t>({batch, static_cast<std::int64_t>(pasts.size()), 1}));
+    // One pass over the weights for every row (MoE: the experts any of the rows is routed to).
+    b.weight_bytes = static_cast<double>(slowest_chip_bytes()) * active_weight_fraction(static_cast<std::int64_t>(rows));
+    // Each live row reads its own KV and writes one token; padding rows hold none.
+    double kv_tokens = 0, attention = 0;
+    for (std::int64_t p : pasts) {
+        kv_tokens += static_cast<double>(p) + 2.0;
+        attention += attention_flops(1, p);
+    }
+    b.kv_bytes = static_cast<double>(spec_.kv.bytes_per_token()) * kv_tokens / chips;
+    b.syncs = chips > 1 ? 2.0 * static_cast<double>(spec_.kv.layers) : 0.0;  // once per layer, all rows together
+    b.d2d_bytes = b.syncs * rows * static_cast<double>(spec_.hidden_size) * 2.0;
+    // Every row is computed, padding included (a real device cannot skip it).
+    b.flops = (2.0 * active_parameters_per_token() * rows + attention) / chips;
+    return finish(b);
 }
 
 double latency_model::h2d_ms(std::uint64_t bytes) const { return bytes_ms(static_cast<double>(bytes), c_.pcie_gbps); }

@@ -5,7 +5,7 @@
 //!
 //! One infer step on a chip costs
 //!   weight bytes read / DRAM bw + KV bytes read and written / DRAM bw
-//!   + syncs x sync cost + (prefill only) FLOPs / peak + D2D bytes / D2D bw + launch;
+//!   + syncs x sync cost + FLOPs / peak + D2D bytes / D2D bw + launch;
 //! the step time of a tensor-parallel package is the slowest chip's. Host links:
 //! H2D and D2H are bytes / PCIe bw; configure is parameter bytes / PCIe bw.
 //! `step_ms` / `d2h_ms` >= 0 replace the modelled compute / output-copy times.
@@ -13,6 +13,7 @@
 //! MoE: a step with T tokens touches an expected 1 - (1 - k/E)^T of the experts, so
 //! decode reads only the active experts' weights while a long prefill reads all.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -57,7 +58,13 @@ public:
 
     const latency_constants& constants() const { return c_; }
     // Compute time of one step that appends `tokens` to a sequence holding `past`.
+    // A one-token decode is decode_batch_step({past}, 1).
     step_breakdown step(submodel_kind kind, std::int64_t tokens, std::int64_t past) const;
+    // One decode step of a batch-`batch` program whose live rows hold `pasts`
+    // (padding rows have no entry): weights read once (MoE: the experts `batch`
+    // tokens touch), KV read per live row, compute and D2D per row (padding
+    // included), launch and syncs once. step_ms >= 0 replaces it (one step, any batch).
+    step_breakdown decode_batch_step(std::span<const std::int64_t> pasts, std::int64_t batch) const;
     double h2d_ms(std::uint64_t bytes) const;
     double d2h_ms(std::uint64_t bytes) const;
     double configure_ms() const;
@@ -67,6 +74,11 @@ public:
     double estimated_parameters() const { return params_total_; }
 
 private:
+    std::uint64_t slowest_chip_bytes() const;
+    double active_parameters_per_token() const;
+    double attention_flops(std::int64_t tokens, std::int64_t past) const;
+    step_breakdown finish(step_breakdown b) const;  // times from the figures, then the override
+
     latency_constants c_;
     package_spec spec_;  // a copy: the model outlives whatever built it
     double params_total_ = 0;

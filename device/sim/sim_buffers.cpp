@@ -75,16 +75,25 @@ void_result sim_device::write_input(std::string_view submodel, slot s, std::stri
 }
 
 void_result sim_device::write_csr(std::string_view submodel, slot s, std::string_view csr, std::uint32_t value) {
+    return write_csr_row(submodel, s, csr, 0, value);
+}
+
+void_result sim_device::write_csr_row(std::string_view submodel, slot s, std::string_view csr, std::int64_t row,
+                                      std::uint32_t value) {
     std::lock_guard lock(mutex_);
     if (auto r = check_usable(false); !r) return r;
     auto index = find_index(submodel);
     if (!index) return index.error();
     if (auto r = slot_idle(slot_job_[index_of(s)], s); !r) return r;
     auto& b = buffers(*index, s);
+    if (row < 0 || row >= static_cast<std::int64_t>(b.csr_cur.size()))
+        return make_error(status::bad_csr, "CSR row " + std::to_string(row) + " outside the batch of " +
+                                               std::to_string(b.csr_cur.size()) + " of " + std::string(submodel));
+    const auto r = static_cast<std::size_t>(row);
     if (csr == k_csr_cur_seq_len) {
-        b.csr_cur = value;
+        b.csr_cur[r] = value;
     } else if (csr == k_csr_past_kv_len) {
-        b.csr_past = value;
+        b.csr_past[r] = value;
     } else {
         return make_error(status::bad_csr, "no CSR register named '" + std::string(csr) + "'");
     }

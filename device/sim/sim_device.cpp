@@ -8,6 +8,7 @@
 
 #include "config/log.hpp"
 #include "device/sim/sim_device.hpp"
+#include "device/package_spec.hpp"
 
 namespace calserve::device::sim {
 
@@ -20,6 +21,7 @@ sim_options sim_options::from_config(const config& cfg) {
     o.board_chips = static_cast<std::uint32_t>(cfg.integer("device.sim.chips"));
     o.calcores_per_chip = static_cast<std::uint32_t>(cfg.integer("device.sim.calcores_per_chip"));
     o.kv_block_tokens = cfg.integer("device.sim.kv_block_tokens");
+    o.cost_package = cfg.string("device.sim.cost_package");
     return o;
 }
 
@@ -96,7 +98,14 @@ void_result sim_device::load(const package_spec& spec) {
         return make_error(status::unsupported, "package needs more CalCores per chip than the board has");
     spec_ = spec;
     if (options_.kv_block_tokens > 0) spec_.kv.block_tokens = options_.kv_block_tokens;
-    latency_.emplace(spec_, options_.latency);
+    if (options_.cost_package.empty()) {
+        latency_.emplace(spec_, options_.latency);
+    } else {
+        // Computes with this package, costs time as the other one would (capacity planning).
+        auto cost = package_spec_from_dir(options_.cost_package);
+        if (!cost) return make_error(cost.code(), "device.sim.cost_package: " + cost.error().message);
+        latency_.emplace(*cost, options_.latency);
+    }
     buffers_.assign(spec_.submodels.size() * k_slot_count, {});
     reset_buffers();
     set_state(device_state::loaded, "package " + spec_.name);
@@ -113,10 +122,12 @@ void sim_device::reset_buffers() {
             for (std::size_t k = 0; k < sm.inputs.size(); ++k) b.inputs[k].assign(sm.inputs[k].bytes, std::byte{0});
             b.written.assign(sm.inputs.size(), false);
             b.written_bytes = 0;
-            b.csr_cur.reset();
-            b.csr_past.reset();
-            b.outputs.resize(sm.outputs.size());
-            for (std::size_t k = 0; k < sm.outputs.size(); ++k) b.outputs[k].assign(sm.outputs[k].bytes, std::byte{0});
+            const auto rows = static_cast<std::size_t>(std::max<std::int64_t>(1, sm.batch));
+            b.csr_cur.assign(rows, std::nullopt);
+            b.csr_past.assign(rows, std::nullopt);
+            // Host views of the outputs are allocated by the first job that completes: a
+            // package (the cpu backend's 16 decode profiles) may have many never used.
+            b.outputs.assign(sm.outputs.size(), {});
             b.output_valid = false;
         }
     }

@@ -4,6 +4,8 @@
 //! Wait, KV allocate/apply/free/clear, reset/warm-up, per-chip memory accounting)
 //! and computes real numbers with the reference transformer (`model::causal_lm`,
 //! tensor-parallel over the package's chips), written to the output buffer as BF16.
+//! A batched decode job (`infer_rows`) runs one `decode_batch` over its live rows;
+//! padding rows are costed by the latency model and left zero in the logits.
 //!
 //! Time: the simulator does not own its clock. It is handed a `sim_scheduler`; with
 //! a virtual one (deterministic mode) the reference model runs inline in `infer()`
@@ -55,6 +57,7 @@ struct sim_options {
     std::uint64_t dram_bytes_per_chip = 17179869184ULL;
     std::uint64_t sram_bytes_per_chip = 67108864ULL;
     std::int64_t kv_block_tokens = 256;
+    std::string cost_package;             // package whose figures drive the latency model; empty = the loaded one
     double slow_infer_default_ms = 0;     // slow_infer with delay_ms 0 adds 4 x the modelled step instead
     sim_scheduler* scheduler = nullptr;   // required, not owned; must outlive pending events' effects
     std::shared_ptr<fault_registry> faults;  // shared with the control socket; created when null
@@ -90,9 +93,12 @@ public:
     void_result write_input(std::string_view submodel, slot s, std::string_view tensor,
                             std::span<const std::byte> data) override;
     void_result write_csr(std::string_view submodel, slot s, std::string_view csr, std::uint32_t value) override;
+    void_result write_csr_row(std::string_view submodel, slot s, std::string_view csr, std::int64_t row,
+                              std::uint32_t value) override;
     result<std::span<const std::byte>> output(std::string_view submodel, slot s, std::string_view tensor) const override;
 
     result<job_id> infer(std::string_view submodel, slot s, seq_id sequence) override;
+    result<job_id> infer_rows(std::string_view submodel, slot s, std::span<const seq_id> rows) override;
     result<job_result> wait(job_id job, timeout limit) override;
     void wait_async(job_id job, timeout limit, completion_callback done) override;
 
@@ -123,9 +129,9 @@ private:
         std::vector<std::vector<std::byte>> inputs;
         std::vector<bool> written;
         std::uint64_t written_bytes = 0;
-        std::optional<std::uint32_t> csr_cur;
-        std::optional<std::uint32_t> csr_past;
-        std::vector<std::vector<std::byte>> outputs;
+        std::vector<std::optional<std::uint32_t>> csr_cur;   // one register per batch row
+        std::vector<std::optional<std::uint32_t>> csr_past;
+        std::vector<std::vector<std::byte>> outputs;         // allocated by the first completed job
         bool output_valid = false;
     };
     enum class job_fate : std::uint8_t { ok, hang, ccu_exception, d2h_error, device_lost };
@@ -133,9 +139,12 @@ private:
         job_id id = 0;
         std::size_t submodel_index = 0;
         calserve::device::slot slot = calserve::device::slot::ping;
-        seq_id sequence = 0;
-        std::int64_t past = 0;
-        std::vector<model::token_id> tokens;
+        std::vector<seq_id> rows;          // as submitted, k_padding_row included
+        std::vector<std::int64_t> pasts;   // per row, tokens held before the job (0 for padding)
+        seq_id sequence = 0;               // first live row
+        std::int64_t past = 0;             // its past
+        std::int64_t row_tokens = 0;       // tokens per row (cur_seq_len)
+        std::vector<model::token_id> tokens;  // rows x row_tokens, row-major
         std::uint64_t epoch = 0;
         job_fate fate = job_fate::ok;
         bool poison_logits = false;
@@ -181,11 +190,15 @@ private:
     buffer_set& buffers(std::size_t index, slot s) { return buffers_[index * k_slot_count + index_of(s)]; }
     const buffer_set& buffers(std::size_t index, slot s) const { return buffers_[index * k_slot_count + index_of(s)]; }
     std::int64_t tokens_of(const submodel_desc& sm, const buffer_set& b) const;
-    void_result validate_job(const submodel_desc& sm, const buffer_set& b, seq_id seq) const;
+    void_result validate_job(const submodel_desc& sm, const buffer_set& b, std::span<const seq_id> rows) const;
+    void_result validate_row(const submodel_desc& sm, const buffer_set& b, std::size_t row, seq_id seq) const;
+    step_breakdown modelled_step(const job& j, const submodel_desc& sm) const;
+    std::vector<std::uint64_t> live_rows(const job& j) const;
     void decide_fate(job& j, const submodel_desc& sm, double& extra_compute_ms, double& extra_done_ms);
     void schedule_timing(job& j, const submodel_desc& sm, std::uint64_t h2d_bytes, double extra_compute_ms,
                          double extra_done_ms);
     std::vector<model::token_id> snapshot_tokens(const submodel_desc& sm, const buffer_set& b) const;
+    void_result compute_rows(job& j, std::vector<float>& logits);  // model_mutex_ held
     void run_model(const job_ptr& j);                                 // compute stage (any thread)
     void on_compute_done(const job_ptr& j, pending_calls& calls);
     void on_timer(job_id id);

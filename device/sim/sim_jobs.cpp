@@ -34,52 +34,99 @@ std::vector<std::int32_t> read_i32(const std::vector<std::byte>& bytes, std::int
 }
 }  // namespace
 
-void_result sim_device::validate_job(const submodel_desc& sm, const buffer_set& b, seq_id seq) const {
-    for (std::size_t k = 0; k < sm.inputs.size(); ++k) {
-        if (!b.written[k])
-            return make_error(status::missing_tensor, sm.name + "/" + sm.inputs[k].name + " not written for this job");
-    }
-    if (!b.csr_cur || !b.csr_past) return make_error(status::bad_csr, "cur_seq_len and past_kv_cur_seq_len must be written");
+// One live row of a job: its CSRs, KV, room, tokens and positions (row b's
+// tokens at [b x tokens, (b+1) x tokens) of the token and position inputs).
+void_result sim_device::validate_row(const submodel_desc& sm, const buffer_set& b, std::size_t row, seq_id seq) const {
+    const std::string who = sm.batch > 1 ? "row " + std::to_string(row) + ": " : std::string();
+    if (!b.csr_cur[row] || !b.csr_past[row])
+        return make_error(status::bad_csr, who + "cur_seq_len and past_kv_cur_seq_len must be written");
     const std::int64_t tokens = tokens_of(sm, b);
-    if (static_cast<std::int64_t>(*b.csr_cur) != tokens)
-        return make_error(status::bad_csr, "cur_seq_len " + std::to_string(*b.csr_cur) + " != sliced tokens " +
+    if (static_cast<std::int64_t>(*b.csr_cur[row]) != tokens)
+        return make_error(status::bad_csr, who + "cur_seq_len " + std::to_string(*b.csr_cur[row]) + " != sliced tokens " +
                                                std::to_string(tokens));
-    if (!kv_->contains(seq)) return make_error(status::unknown_sequence, "KV sequence " + std::to_string(seq));
+    if (!kv_->contains(seq)) return make_error(status::unknown_sequence, who + "KV sequence " + std::to_string(seq));
     const auto it = seq_length_.find(seq);
     const std::int64_t held = it == seq_length_.end() ? 0 : it->second;
-    if (static_cast<std::int64_t>(*b.csr_past) != held)
-        return make_error(status::bad_csr, "past_kv_cur_seq_len " + std::to_string(*b.csr_past) + " != " +
+    if (static_cast<std::int64_t>(*b.csr_past[row]) != held)
+        return make_error(status::bad_csr, who + "past_kv_cur_seq_len " + std::to_string(*b.csr_past[row]) + " != " +
                                                std::to_string(held) + " tokens held by sequence " + std::to_string(seq));
     if (held + tokens > spec_.context)
-        return make_error(status::bad_csr, "past + cur = " + std::to_string(held + tokens) + " exceeds context " +
+        return make_error(status::bad_csr, who + "past + cur = " + std::to_string(held + tokens) + " exceeds context " +
                                                std::to_string(spec_.context));
     if (held + tokens > kv_->capacity_of(seq))
-        return make_error(status::kv_full, "sequence " + std::to_string(seq) + " has KV for " +
+        return make_error(status::kv_full, who + "sequence " + std::to_string(seq) + " has KV for " +
                                                std::to_string(kv_->capacity_of(seq)) + " tokens; kv_apply first");
-    const std::size_t ti = input_index(sm, "token");
-    if (ti == sm.inputs.size()) return make_error(status::unsupported, sm.name + " has no 'token' input");
-    for (std::int32_t t : read_i32(b.inputs[ti], tokens)) {
+    const auto first = static_cast<std::int64_t>(row) * tokens;
+    const auto toks = read_i32(b.inputs[input_index(sm, "token")], first + tokens);
+    for (std::int64_t i = first; i < first + tokens; ++i) {
+        const std::int32_t t = toks[static_cast<std::size_t>(i)];
         if (t < 0 || t >= spec_.vocab_size)
-            return make_error(status::invalid_argument, "token id " + std::to_string(t) + " outside the vocabulary");
+            return make_error(status::invalid_argument, who + "token id " + std::to_string(t) + " outside the vocabulary");
     }
     const std::size_t pi = input_index(sm, "position");
     if (pi < sm.inputs.size()) {
-        const auto pos = read_i32(b.inputs[pi], tokens);
+        const auto pos = read_i32(b.inputs[pi], first + tokens);
         for (std::int64_t i = 0; i < tokens; ++i) {
-            if (pos[static_cast<std::size_t>(i)] != held + i)
-                return make_error(status::invalid_argument, "position input does not continue the sequence at " +
+            if (pos[static_cast<std::size_t>(first + i)] != held + i)
+                return make_error(status::invalid_argument, who + "position input does not continue the sequence at " +
                                                                 std::to_string(held + i));
         }
     }
     return {};
 }
 
+void_result sim_device::validate_job(const submodel_desc& sm, const buffer_set& b, std::span<const seq_id> rows) const {
+    if (static_cast<std::int64_t>(rows.size()) != sm.batch)
+        return make_error(status::invalid_argument, std::to_string(rows.size()) + " rows for " + sm.name + " of batch " +
+                                                        std::to_string(sm.batch));
+    std::vector<seq_id> live;
+    for (seq_id r : rows)
+        if (r != k_padding_row) live.push_back(r);
+    if (live.empty()) return make_error(status::invalid_argument, "a job needs at least one live row");
+    std::sort(live.begin(), live.end());
+    if (std::adjacent_find(live.begin(), live.end()) != live.end())
+        return make_error(status::invalid_argument, "a sequence appears twice in one job");
+    if (sm.batch > 1 && (sm.kind != submodel_kind::decode || tokens_of(sm, b) != 1))
+        return make_error(status::unsupported, sm.name + ": batched jobs are one-token decode steps");
+    for (std::size_t k = 0; k < sm.inputs.size(); ++k) {
+        if (!b.written[k])
+            return make_error(status::missing_tensor, sm.name + "/" + sm.inputs[k].name + " not written for this job");
+    }
+    if (input_index(sm, "token") == sm.inputs.size())
+        return make_error(status::unsupported, sm.name + " has no 'token' input");
+    for (std::size_t row = 0; row < rows.size(); ++row) {
+        if (rows[row] == k_padding_row) continue;  // padding: nothing of the row is read
+        if (auto r = validate_row(sm, b, row, rows[row]); !r) return r;
+    }
+    return {};
+}
+
 std::vector<model::token_id> sim_device::snapshot_tokens(const submodel_desc& sm, const buffer_set& b) const {
-    return read_i32(b.inputs[input_index(sm, "token")], tokens_of(sm, b));
+    return read_i32(b.inputs[input_index(sm, "token")], tokens_of(sm, b) * std::max<std::int64_t>(1, sm.batch));
+}
+
+std::vector<std::uint64_t> sim_device::live_rows(const job& j) const {
+    std::vector<std::uint64_t> out;
+    for (seq_id r : j.rows)
+        if (r != k_padding_row) out.push_back(r);
+    return out;
+}
+
+// A one-token decode (any batch) is costed as a batch step over its live rows'
+// pasts; a prefill as one sequence's step.
+step_breakdown sim_device::modelled_step(const job& j, const submodel_desc& sm) const {
+    if (sm.kind == submodel_kind::decode && j.row_tokens == 1) {
+        std::vector<std::int64_t> pasts;
+        for (std::size_t b = 0; b < j.rows.size(); ++b)
+            if (j.rows[b] != k_padding_row) pasts.push_back(j.pasts[b]);
+        return latency_->decode_batch_step(pasts, std::max<std::int64_t>(1, sm.batch));
+    }
+    return latency_->step(sm.kind, j.row_tokens, j.past);
 }
 
 void sim_device::decide_fate(job& j, const submodel_desc& sm, double& extra_compute_ms, double& extra_done_ms) {
-    const fault_site site{sm.chip_mask, sm.name, j.sequence, {}};
+    const auto live = live_rows(j);
+    const fault_site site{sm.chip_mask, sm.name, j.sequence, {}, live};
     auto& f = *options_.faults;
     struct fatal {
         fault_point point;
@@ -97,7 +144,7 @@ void sim_device::decide_fate(job& j, const submodel_desc& sm, double& extra_comp
     }
     if (f.check(fault_point::logits_nan, site)) j.poison_logits = true;
     if (auto fire = f.check(fault_point::slow_infer, site)) {
-        const double step = latency_->step(sm.kind, static_cast<std::int64_t>(j.tokens.size()), j.past).total_ms;
+        const double step = modelled_step(j, sm).total_ms;
         extra_compute_ms = fire->delay_ms > 0 ? fire->delay_ms
                                               : (options_.slow_infer_default_ms > 0 ? options_.slow_infer_default_ms
                                                                                     : 4.0 * step);
@@ -109,7 +156,7 @@ void sim_device::schedule_timing(job& j, const submodel_desc& sm, std::uint64_t 
     const std::int64_t now = options_.scheduler->now().count();
     std::uint64_t out_bytes = 0;
     for (const auto& t : sm.outputs) out_bytes += t.bytes;
-    const auto step = latency_->step(sm.kind, static_cast<std::int64_t>(j.tokens.size()), j.past);
+    const auto step = modelled_step(j, sm);
     const std::int64_t compute_ns = ms_to_ns(step.total_ms + extra_compute_ms);
     auto& t = j.timing;
     t.submitted_ns = now;
@@ -125,6 +172,10 @@ void sim_device::schedule_timing(job& j, const submodel_desc& sm, std::uint64_t 
 }
 
 result<job_id> sim_device::infer(std::string_view submodel, slot s, seq_id sequence) {
+    return infer_rows(submodel, s, std::span(&sequence, 1));
+}
+
+result<job_id> sim_device::infer_rows(std::string_view submodel, slot s, std::span<const seq_id> rows) {
     job_ptr j;
     {
         std::lock_guard lock(mutex_);
@@ -135,31 +186,35 @@ result<job_id> sim_device::infer(std::string_view submodel, slot s, seq_id seque
         if (slot_job_[index_of(s)])
             return make_error(status::submit_busy, std::string("slot ") + std::string(to_string(s)) + " has a job in flight");
         auto& b = buffers(*index, s);
-        if (auto r = validate_job(sm, b, sequence); !r) return r.error();
-        const fault_site site{sm.chip_mask, sm.name, sequence, {}};
+        if (auto r = validate_job(sm, b, rows); !r) return r.error();
+        j = std::make_shared<job>();
+        j->rows.assign(rows.begin(), rows.end());
+        const auto live = live_rows(*j);
+        const fault_site site{sm.chip_mask, sm.name, live.front(), {}, live};
         if (options_.faults->check(fault_point::submit_busy, site))
             return make_error(status::submit_busy, "injected submit_busy");
         if (options_.faults->check(fault_point::submit_error, site))
             return make_error(status::submit_error, "injected submit_error");
-        j = std::make_shared<job>();
         j->alive = jobs_alive_;
         jobs_alive_->fetch_add(1);
         j->id = next_job_++;
         j->submodel_index = *index;
         j->slot = s;
-        j->sequence = sequence;
-        j->past = seq_length_[sequence];
+        for (seq_id r : rows) j->pasts.push_back(r == k_padding_row ? 0 : seq_length_[r]);
+        j->sequence = live.front();
+        j->past = seq_length_[j->sequence];
+        j->row_tokens = tokens_of(sm, b);
         j->tokens = snapshot_tokens(sm, b);
         j->epoch = epoch_;
         double extra_compute_ms = 0, extra_done_ms = 0;
         decide_fate(*j, sm, extra_compute_ms, extra_done_ms);
         schedule_timing(*j, sm, b.written_bytes, extra_compute_ms, extra_done_ms);
-        seq_length_[sequence] += static_cast<std::int64_t>(j->tokens.size());
+        for (seq_id r : live) seq_length_[r] += j->row_tokens;
         // The next job on this slot must write every input and CSR again.
         std::fill(b.written.begin(), b.written.end(), false);
         b.written_bytes = 0;
-        b.csr_cur.reset();
-        b.csr_past.reset();
+        std::fill(b.csr_cur.begin(), b.csr_cur.end(), std::nullopt);
+        std::fill(b.csr_past.begin(), b.csr_past.end(), std::nullopt);
         b.output_valid = false;
         slot_job_[index_of(s)] = j->id;
         in_flight_.push_back(j);
@@ -193,6 +248,31 @@ void sim_device::post_model_task(std::function<void()> task) {
     }
 }
 
+// The reference model's numbers for every live row: one decode_batch pass for a
+// batched decode step (row b's logits at [b x vocab, (b+1) x vocab)); padding
+// rows stay zero, they are costed but never computed or sampled.
+void_result sim_device::compute_rows(job& j, std::vector<float>& logits) {
+    const auto vocab = static_cast<std::size_t>(model_->shape().vocab_size);
+    logits.assign(vocab * j.rows.size(), 0.0f);
+    if (spec_.submodels[j.submodel_index].kind != submodel_kind::decode || j.row_tokens != 1)
+        return model_->prefill(j.sequence, j.tokens, logits);  // batch 1 (validated)
+    std::vector<model::seq_id> seqs;
+    std::vector<model::token_id> toks;
+    std::vector<std::size_t> where;
+    for (std::size_t b = 0; b < j.rows.size(); ++b) {
+        if (j.rows[b] == k_padding_row) continue;
+        seqs.push_back(j.rows[b]);
+        toks.push_back(j.tokens[b]);
+        where.push_back(b);
+    }
+    if (seqs.size() == 1) return model_->decode(seqs[0], toks[0], std::span(logits.data() + where[0] * vocab, vocab));
+    std::vector<float> packed(seqs.size() * vocab);
+    if (auto r = model_->decode_batch(seqs, toks, packed); !r) return r;
+    for (std::size_t i = 0; i < seqs.size(); ++i)
+        std::copy_n(packed.data() + i * vocab, vocab, logits.data() + where[i] * vocab);
+    return {};
+}
+
 void sim_device::run_model(const job_ptr& j) {
     std::vector<float> logits;
     void_result r;
@@ -202,12 +282,7 @@ void sim_device::run_model(const job_ptr& j) {
             std::lock_guard lock(mutex_);
             if (j->epoch != epoch_) return;  // discarded by a reset
         }
-        logits.resize(static_cast<std::size_t>(model_->shape().vocab_size));
-        if (spec_.submodels[j->submodel_index].kind == submodel_kind::decode && j->tokens.size() == 1) {
-            r = model_->decode(j->sequence, j->tokens[0], logits);
-        } else {
-            r = model_->prefill(j->sequence, j->tokens, logits);
-        }
+        r = compute_rows(*j, logits);
     }
     pending_calls calls;
     {
@@ -248,14 +323,19 @@ void sim_device::complete_head(pending_calls& calls) {
 void sim_device::write_logits(job& j) {
     const auto& sm = spec_.submodels[j.submodel_index];
     auto& b = buffers(j.submodel_index, j.slot);
+    const std::size_t vocab = static_cast<std::size_t>(spec_.vocab_size);
+    if (j.poison_logits) {  // every live row, so a host checking only its rows still sees it
+        for (std::size_t row = 0; row < j.rows.size(); ++row) {
+            if (j.rows[row] == k_padding_row || (row + 1) * vocab > j.logits.size()) continue;
+            j.logits[row * vocab] = std::numeric_limits<float>::quiet_NaN();
+            j.logits[row * vocab + vocab / 2] = std::numeric_limits<float>::infinity();
+        }
+    }
     for (std::size_t k = 0; k < sm.outputs.size(); ++k) {
         const auto& t = sm.outputs[k];
+        if (b.outputs[k].size() != t.bytes) b.outputs[k].assign(t.bytes, std::byte{0});
         if (t.name != "logits") continue;
         const std::size_t n = std::min<std::size_t>(j.logits.size(), static_cast<std::size_t>(t.elements()));
-        if (j.poison_logits && n > 0) {
-            j.logits[0] = std::numeric_limits<float>::quiet_NaN();
-            j.logits[n / 2] = std::numeric_limits<float>::infinity();
-        }
         if (t.type == dtype::bf16) {
             store_bf16(std::span<const float>(j.logits.data(), n), b.outputs[k]);
         } else if (t.type == dtype::fp32) {
@@ -288,8 +368,7 @@ void sim_device::finish(job& j, pending_calls& calls) {
     }
     if (!j.outcome) {
         write_logits(j);
-        job_result r{j.id, sm.name, j.slot, j.sequence, static_cast<std::int64_t>(j.tokens.size()),
-                     j.past + static_cast<std::int64_t>(j.tokens.size()), j.timing};
+        job_result r{j.id, sm.name, j.slot, j.sequence, j.row_tokens, j.past + j.row_tokens, j.timing, j.rows};
         j.outcome = std::move(r);
     }
     std::vector<float>().swap(j.logits);  // release the buffer (`= {}` would keep its capacity)

@@ -1,5 +1,7 @@
 // Simulated NPU: KV allocate / apply / free / clear / canAllocate. Capacity checks
 // never wait; the kv_apply_stall fault models the production busy-wait, bounded.
+#include <algorithm>
+
 #include "device/sim/sim_device.hpp"
 
 namespace calserve::device::sim {
@@ -59,7 +61,7 @@ void_result sim_device::kv_free(seq_id sequence) {
         std::lock_guard lock(mutex_);
         if (auto r = check_kv_bookkeeping(); !r) return r;
         for (const auto& j : in_flight_) {
-            if (j->sequence == sequence)
+            if (std::find(j->rows.begin(), j->rows.end(), sequence) != j->rows.end())
                 return make_error(status::invalid_argument, "sequence " + std::to_string(sequence) +
                                                                 " has a job in flight; free it after completion");
         }

@@ -93,4 +93,10 @@ std::uint32_t max_context(const package& p, std::uint32_t batch, kv_dtype_choice
     return p.chips.empty() ? 0 : static_cast<std::uint32_t>(best);
 }
 
+std::uint32_t kv_slots_for(const package& p, std::uint32_t sequences, const capacity_limits& limits) {
+    if (p.context == 0) return 1;
+    const std::uint64_t per_row = std::min(max_context(p, sequences, kv_dtype_choice::bf16, limits), p.context);
+    return static_cast<std::uint32_t>(std::max<std::uint64_t>(1, std::uint64_t{sequences} * per_row / p.context));
+}
+
 }  // namespace calserve::model::package

@@ -59,5 +59,9 @@ capacity_plan plan_capacity(const package& p, std::uint32_t batch, std::uint32_t
                             const capacity_limits& limits);
 // Largest context (tokens) that fits at this batch; not capped by the package's context.
 std::uint32_t max_context(const package& p, std::uint32_t batch, kv_dtype_choice kv, const capacity_limits& limits);
+// KV slots (sequences of the full package context) a region for `sequences` concurrent rows
+// needs: each row gets max_context(sequences) tokens, capped by the calbin context; at least 1.
+// `calserve pack` sizes the tiny presets' KV with it (docs/package-format.md, profiles).
+std::uint32_t kv_slots_for(const package& p, std::uint32_t sequences, const capacity_limits& limits);
 
 }  // namespace calserve::model::package

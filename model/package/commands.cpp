@@ -22,7 +22,9 @@ constexpr std::size_t k_bin_header = 8 + 4 * 4;
 constexpr std::size_t k_bin_record = 2 + 2 + 4 + 8 * 4;
 
 void cpu_stream(command_stream& out, const package& p, const submodel& sm) {
-    for (const auto& c : sm.csrs) out.cmds.push_back({cmd_op::csr_write, 1, c.offset, 0, 4, 0});
+    for (const auto& c : sm.csrs)
+        for (std::uint64_t row = 0; row < sm.batch; ++row)
+            out.cmds.push_back({cmd_op::csr_write, 1, c.offset + row * k_csr_row_stride, 0, 4, 0});
     for (std::uint64_t ccu = 0; ccu < p.topo.calcores_per_chip; ++ccu)
         out.cmds.push_back({cmd_op::launch, 1, ccu, 0, 0, 0});
     for (std::uint32_t l = 0; l < p.kv.layers; ++l)
@@ -30,11 +32,11 @@ void cpu_stream(command_stream& out, const package& p, const submodel& sm) {
     out.cmds.push_back({cmd_op::done, 1, 0, 0, 0, 0});
 }
 
-void pld_stream(command_stream& out, const preset_spec& s, const package& p, submodel_role role, std::uint32_t chip) {
+void pld_stream(command_stream& out, const preset_spec& s, const package& p, const submodel& sm, std::uint32_t chip) {
     const auto a = plan_addresses(s, p);
     const std::uint32_t peer = (chip + 1) % std::max<std::uint32_t>(s.chips, 1);
     const std::uint32_t layers = std::max<std::uint32_t>(s.layers, 1);
-    if (s.chips > 1 && role == submodel_role::prefill && chip < s.prefill_d2d.size()) {
+    if (s.chips > 1 && sm.role == submodel_role::prefill && chip < s.prefill_d2d.size()) {
         for (std::uint32_t l = 0; l < layers; ++l)
             for (const auto& b : s.prefill_d2d[chip]) {
                 const std::uint64_t n = b.count / layers + (l < b.count % layers ? 1 : 0);
@@ -46,7 +48,7 @@ void pld_stream(command_stream& out, const preset_spec& s, const package& p, sub
             for (auto size : s.d2d_singletons_chip0)
                 out.cmds.push_back({cmd_op::d2d, 1, a.prefill_ws_base, a.prefill_ws_base, size, peer});
     } else if (s.chips > 1) {
-        const std::uint64_t hidden_bytes = std::uint64_t{s.hidden} * 2;
+        const std::uint64_t hidden_bytes = std::uint64_t{s.hidden} * 2 * std::max<std::uint32_t>(sm.batch, 1);
         for (std::uint32_t l = 0; l < 2 * layers; ++l)
             out.cmds.push_back({cmd_op::d2d, 1, a.decode_sram_base, a.decode_sram_base, hidden_bytes, peer});
     }
@@ -137,15 +139,15 @@ std::string_view to_string(cmd_op op) {
     return "?";
 }
 
-command_stream build_commands(const preset_spec& s, const package& p, submodel_role role, std::uint32_t chip,
+command_stream build_commands(const preset_spec& s, const package& p, const submodel& m, std::uint32_t chip,
                               std::string_view engine, std::string_view slot) {
     command_stream out;
-    out.submodel = p.find_role(role)->name;
+    out.submodel = m.name;
     out.chip = chip;
     out.engine = std::string(engine);
     out.slot = std::string(slot);
-    if (engine == "cpu") cpu_stream(out, p, *p.find_role(role));
-    else pld_stream(out, s, p, role, chip);
+    if (engine == "cpu") cpu_stream(out, p, m);
+    else pld_stream(out, s, p, m, chip);
     return out;
 }
 

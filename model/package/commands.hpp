@@ -42,7 +42,9 @@ struct command_stream {
     bool operator==(const command_stream&) const = default;
 };
 
-command_stream build_commands(const preset_spec& s, const package& p, submodel_role role, std::uint32_t chip,
+// The stream of submodel `m`. A decode profile of batch B writes B rows of each CSR
+// (base + 4*b) and moves B rows of hidden state per cross-chip sync.
+command_stream build_commands(const preset_spec& s, const package& p, const submodel& m, std::uint32_t chip,
                               std::string_view engine, std::string_view slot);
 
 std::string write_commands_text(const command_stream& s);

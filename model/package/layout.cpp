@@ -26,11 +26,9 @@ std::string_view to_string(file_kind k) {
 std::string model_yaml_name(const package& p) {
     return p.model_name + "_" + std::to_string(p.topo.chips) + "_chips_" + std::to_string(p.context) + "_fa.yaml";
 }
-std::string op_map_name(const package& p, submodel_role r) {
-    return p.model_name + "_" + std::string(to_string(r)) + "_op_io_buf_ptr.yaml";
-}
-std::string profparts_name(const package& p, submodel_role r, std::uint32_t chip) {
-    return p.model_name + "_" + std::string(to_string(r)) + "_chip" + std::to_string(chip) + ".profparts";
+std::string op_map_name(const package& p, const submodel& m) { return p.model_name + "_" + m.dir + "_op_io_buf_ptr.yaml"; }
+std::string profparts_name(const package& p, const submodel& m, std::uint32_t chip) {
+    return p.model_name + "_" + m.dir + "_chip" + std::to_string(chip) + ".profparts";
 }
 std::vector<std::string> tokenizer_files(const package& p) {
     const std::string d = "__Tokenizer/";
@@ -70,9 +68,9 @@ std::vector<layout_entry> expected_layout(const package& p) {
     out.push_back({"hparam.yaml", file_kind::hparam, nullptr, 0, "", ""});
     out.push_back({model_yaml_name(p), file_kind::model_yaml, nullptr, 0, "", ""});
     for (const auto& m : p.submodels) {
-        out.push_back({op_map_name(p, m.role), file_kind::op_map, &m, 0, "", ""});
+        out.push_back({op_map_name(p, m), file_kind::op_map, &m, 0, "", ""});
         for (std::uint32_t c = 0; c < p.topo.chips; ++c)
-            out.push_back({profparts_name(p, m.role, c), file_kind::profparts, &m, c, "", ""});
+            out.push_back({profparts_name(p, m, c), file_kind::profparts, &m, c, "", ""});
     }
     out.push_back({"version.py", file_kind::version_py, nullptr, 0, "", ""});
     for (auto& f : tokenizer_files(p)) out.push_back({f, file_kind::tokenizer, nullptr, 0, "", ""});

@@ -3,7 +3,8 @@
 //!
 //! Role: one list of every file a package must contain (path, kind, chip, engine,
 //! slot, submodel), used by the packer to write them and by the validator (gate A)
-//! to take inventory. Two chips and prefill+decode give document 000's 67 files.
+//! to take inventory. Two chips and prefill+decode give document 000's 67 files;
+//! each further decode batch profile adds its own directory, op map and profparts.
 //! Invariant: paths are relative, unique and use '/' separators.
 #include <cstdint>
 #include <string>
@@ -29,8 +30,10 @@ struct layout_entry {
 };
 
 std::string model_yaml_name(const package& p);
-std::string op_map_name(const package& p, submodel_role r);
-std::string profparts_name(const package& p, submodel_role r, std::uint32_t chip);
+// Per-submodel root files are keyed by the submodel's directory: "<M>_decode_op_io_buf_ptr.yaml"
+// for the documented decode, "<M>_decode_b4_op_io_buf_ptr.yaml" for a batch-4 profile.
+std::string op_map_name(const package& p, const submodel& m);
+std::string profparts_name(const package& p, const submodel& m, std::uint32_t chip);
 std::vector<std::string> tokenizer_files(const package& p);
 
 // Every file of the package except the manifest and the reference model directory.

@@ -66,7 +66,13 @@ struct submodel_file {
         std::uint64_t ping = 0, pong = 0;
     };
     std::vector<tensor_row> inputs, outputs;
-    std::vector<csr_spec> csrs;
+    struct csr_row {
+        std::string name;          // "cur_seq_len" (the "[b]" suffix parsed into `row`)
+        std::int64_t row = 0;      // batch row b; its register is at base + 4*b
+        std::uint32_t offset = 0;
+        dtype type = dtype::uint32;
+    };
+    std::vector<csr_row> csrs;      // one line per CSR and batch row
     std::map<std::string, std::uint32_t> file_masks;  // file name -> chip mask
 };
 std::string write_submodel_info(const preset_spec& s, const package& p, const submodel& m,
@@ -78,7 +84,7 @@ struct hparam_file {
     struct csr_values {
         std::int64_t cur = 0, total = 0;
     };
-    std::map<std::string, csr_values> by_role;  // "prefill", "decode"
+    std::map<std::string, csr_values> by_dir;  // by submodel directory: "prefill", "decode", "decode_b4"
 };
 std::string write_hparam(const package& p);
 result<hparam_file> parse_hparam(std::string_view text);
@@ -91,8 +97,9 @@ struct model_yaml {
     std::string layout;
     std::string calcc_commit, tvm_commit;
     std::map<std::string, bool> compile_flags;
-    std::map<std::string, std::map<std::string, std::vector<std::int64_t>>> shapes;  // profile -> tensor -> shape
-    std::map<std::string, std::string> golden;  // "<profile>.<input|output>_sha256" -> hex
+    // Keyed by submodel directory ("prefill", "decode", "decode_b4").
+    std::map<std::string, std::map<std::string, std::vector<std::int64_t>>> shapes;  // dir -> tensor -> shape
+    std::map<std::string, std::string> golden;  // "<dir>.<input|output>_sha256" -> hex
 };
 std::string write_model_yaml(const preset_spec& s, const package& p);
 result<model_yaml> parse_model_yaml(std::string_view text);

@@ -204,7 +204,9 @@ std::string write_submodel_info(const preset_spec& s, const package& p, const su
     for (const auto& t : m.inputs) tensor("input", t);
     for (const auto& t : m.outputs) tensor("output", t);
     for (const auto& c : m.csrs)
-        o << "csr: name=" << c.name << "[0] dtype=" << to_string(c.type) << " offset=" << to_hex(c.offset) << "\n";
+        for (std::uint64_t row = 0; row < m.batch; ++row)
+            o << "csr: name=" << c.name << "[" << row << "] dtype=" << to_string(c.type)
+              << " offset=" << to_hex(c.offset + row * k_csr_row_stride) << "\n";
     for (const auto& f : files) {
         auto pos = f.find("chip");
         std::uint32_t chip = pos == std::string::npos ? 0 : static_cast<std::uint32_t>(f[pos + 4] - '0');
@@ -228,9 +230,14 @@ bool read_submodel_row(const line_item& li, field_reader& f, submodel_file& out)
         t.pong = f.u64("pong");
         (li.key == "input" ? out.inputs : out.outputs).push_back(std::move(t));
     } else if (li.key == "csr") {
-        csr_spec c;
+        submodel_file::csr_row c;
         c.name = f.str("name");
-        if (c.name.ends_with("[0]")) c.name.resize(c.name.size() - 3);
+        if (const auto open = c.name.find('['); open != std::string::npos && c.name.ends_with("]")) {
+            auto row = parse_signed(std::string_view(c.name).substr(open + 1, c.name.size() - open - 2));
+            if (!row || *row < 0) f.fail("name", "has a malformed row index");
+            c.row = row.value_or(0);
+            c.name.resize(open);
+        }
         auto dt = parse_dtype(f.str("dtype"));
         if (!dt) f.fail("dtype", "unknown");
         c.type = dt.value_or(dtype::uint32);

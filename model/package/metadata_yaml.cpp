@@ -54,7 +54,7 @@ std::string write_hparam(const package& p) {
         const bool prefill = m.role == submodel_role::prefill;
         const std::uint32_t cur = prefill ? p.context - 1 : 1;
         const std::uint32_t total = prefill ? p.context - 1 : p.context;
-        o << to_string(m.role) << ":\n  submodel: " << m.name << "\n  cur_seq_len: " << cur
+        o << m.dir << ":\n  submodel: " << m.name << "\n  cur_seq_len: " << cur
           << "\n  past_kv_cur_seq_len: " << total << "\n";
     }
     return o.str();
@@ -63,12 +63,12 @@ std::string write_hparam(const package& p) {
 result<hparam_file> parse_hparam(std::string_view text) {
     return guarded("hparam.yaml", text, [](const YAML::Node& root) -> result<hparam_file> {
         hparam_file h;
-        for (const char* role : {"prefill", "decode"}) {
-            if (!root[role]) continue;
-            h.by_role[role] = {req<std::int64_t>(root[role], "cur_seq_len"),
-                               req<std::int64_t>(root[role], "past_kv_cur_seq_len")};
+        for (const auto& section : root) {
+            if (!section.second.IsMap()) continue;
+            h.by_dir[section.first.as<std::string>()] = {req<std::int64_t>(section.second, "cur_seq_len"),
+                                                         req<std::int64_t>(section.second, "past_kv_cur_seq_len")};
         }
-        if (h.by_role.empty()) return make_error(status::package_invalid, "hparam.yaml: schema: no submodel section");
+        if (h.by_dir.empty()) return make_error(status::package_invalid, "hparam.yaml: schema: no submodel section");
         return h;
     });
 }
@@ -87,15 +87,14 @@ std::string write_model_yaml(const preset_spec& s, const package& p) {
          "\n  has_optimized_graph: false\nlayout:\n  activation: "
       << p.layout.activation_layout << "\n  tile_d0: " << p.layout.tile_d0 << "\nshapes:\n";
     for (const auto& m : p.submodels) {
-        o << "  " << to_string(m.role) << ":\n";
+        o << "  " << m.dir << ":\n";
         for (const auto* list : {&m.inputs, &m.outputs})
             for (const auto& t : *list) o << "    " << t.name << ": " << flow(t.shape) << "\n";
     }
     o << "golden:\n";
     for (const auto& m : p.submodels) {
-        const std::string role(to_string(m.role));
-        o << "  " << role << ":\n    input_sha256: " << sha256_hex("golden-in:" + s.name + ":" + role)
-          << "\n    output_sha256: " << sha256_hex("golden-out:" + s.name + ":" + role) << "\n";
+        o << "  " << m.dir << ":\n    input_sha256: " << sha256_hex("golden-in:" + s.name + ":" + m.dir)
+          << "\n    output_sha256: " << sha256_hex("golden-out:" + s.name + ":" + m.dir) << "\n";
     }
     return o.str();
 }

@@ -119,9 +119,8 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> workspace_buffers(const add
     return out;
 }
 
-void place_activations(op_map& m, const package& p, const address_plan& a, submodel_role role) {
-    const auto& sm = *p.find_role(role);
-    const auto ws = workspace_buffers(a, role == submodel_role::prefill);
+void place_activations(op_map& m, const package& p, const address_plan& a, const submodel& sm) {
+    const auto ws = workspace_buffers(a, sm.role == submodel_role::prefill);
     auto kv = split(a.kv_base, a.kv_bytes, 2 * static_cast<std::size_t>(p.kv.layers));
     std::size_t next_ws = 0, next_kv = 0;
     std::int64_t last = -1;
@@ -174,13 +173,13 @@ std::vector<op_entry> op_sequence(const preset_spec& s, submodel_role role, std:
     return b.ops;
 }
 
-op_map build_op_map(const preset_spec& s, const package& p, submodel_role role) {
+op_map build_op_map(const preset_spec& s, const package& p, const submodel& sm) {
     op_map m;
-    m.submodel = p.find_role(role)->name;
+    m.submodel = sm.name;
     m.chip = 0;
-    m.ops = op_sequence(s, role, 0);
+    m.ops = op_sequence(s, sm.role, 0);
     const auto a = plan_addresses(s, p);
-    place_activations(m, p, a, role);
+    place_activations(m, p, a, sm);
     place_constants(m, s, p, a);
     return m;
 }

@@ -49,8 +49,10 @@ struct op_map {
 
 // Execution order of one chip (types and names only).
 std::vector<op_entry> op_sequence(const preset_spec& s, submodel_role role, std::uint32_t chip);
-// Chip0's op map with every tensor placed in the package's address plan.
-op_map build_op_map(const preset_spec& s, const package& p, submodel_role role);
+// Chip0's op map of submodel `m` with every tensor placed in the package's address plan.
+// Every decode profile shares the KV region and the decode SRAM scratch; its I/O tensors
+// are its own buffers.
+op_map build_op_map(const preset_spec& s, const package& p, const submodel& m);
 
 std::string write_op_map_yaml(const op_map& m);
 result<op_map> parse_op_map_yaml(std::string_view text);

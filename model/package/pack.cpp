@@ -8,6 +8,7 @@
 #include <random>
 #include <sstream>
 
+#include "model/package/capacity.hpp"
 #include "model/package/commands.hpp"
 #include "model/package/hashing.hpp"
 #include "model/package/layout.hpp"
@@ -69,14 +70,14 @@ std::string file_content(const preset_spec& s, const package& p, const layout_en
         case file_kind::model_reservation: return write_model_reservation(s, p);
         case file_kind::hparam: return write_hparam(p);
         case file_kind::model_yaml: return write_model_yaml(s, p);
-        case file_kind::op_map: return write_op_map_yaml(build_op_map(s, p, e.sub->role));
+        case file_kind::op_map: return write_op_map_yaml(build_op_map(s, p, *e.sub));
         case file_kind::profparts: return write_profparts(op_sequence(s, e.sub->role, e.chip));
         case file_kind::version_py: return write_version_py(s, p);
         case file_kind::submodel_reservation: return write_submodel_info(s, p, *e.sub, sub_files);
         case file_kind::compile_config: return write_compile_config(p, *e.sub);
         case file_kind::cmd_binary:
-            return write_commands_binary(build_commands(s, p, e.sub->role, e.chip, e.engine, e.slot));
-        case file_kind::cmd_text: return write_commands_text(build_commands(s, p, e.sub->role, e.chip, e.engine, e.slot));
+            return write_commands_binary(build_commands(s, p, *e.sub, e.chip, e.engine, e.slot));
+        case file_kind::cmd_text: return write_commands_text(build_commands(s, p, *e.sub, e.chip, e.engine, e.slot));
         case file_kind::ccu_elf: return make_elf(k_em_riscv, k_et_exec, seed ^ std::hash<std::string>{}(e.path), 16384, {});
         case file_kind::cpu_helper:
             return make_elf(e.engine == "x86" ? k_em_x86_64 : k_em_riscv, k_et_dyn,
@@ -172,6 +173,22 @@ void_result apply_model_dims(preset_spec& s) {
     return {};
 }
 
+void_result apply_decode_batches(preset_spec& s, const pack_options& o) {
+    if (!o.decode_batches.empty()) s.decode_batches = o.decode_batches;
+    if (o.unchecked_profiles) return {};
+    return check_decode_batches(s.decode_batches);
+}
+
+// The preset's layout; for the tiny presets with KV sized by the planner: as many full-context
+// slots as `largest profile` rows need when each row gets the largest context at which that
+// batch fits a device of the default capacities (capped by the calbin context).
+package layout_of(preset_spec& s) {
+    package p = build_layout(s);
+    if (!s.kv_for_profiles) return p;
+    s.kv_slots = kv_slots_for(p, p.batch, capacity_limits{});
+    return build_layout(s);
+}
+
 void_result write_reference_model(const preset_spec& s, package& p, const pack_options& o) {
     const auto dir = p.root / "reference-model";
     if (auto r = make_synthetic_model(s.synthetic_preset, dir, o.seed, "bf16", o.tokenizer_dir); !r) return r;
@@ -185,8 +202,9 @@ result<package> pack(const pack_options& o) {
     auto spec = find_preset(o.preset);
     if (!spec) return make_error(status::invalid_argument, "unknown preset '" + o.preset + "'");
     if (auto r = apply_model_dims(*spec); !r) return r.error();
+    if (auto r = apply_decode_batches(*spec, o); !r) return r.error();
     if (auto r = prepare_out_dir(o.out); !r) return r.error();
-    package p = build_layout(*spec);
+    package p = layout_of(*spec);
     p.root = fs::absolute(o.out);
     const auto layout = expected_layout(p);
     for (const auto& e : layout) {
@@ -205,6 +223,28 @@ result<package> pack(const pack_options& o) {
     if (auto r = record_hashes(p, layout, o.full_hash); !r) return r.error();
     if (auto r = write_file(p.root, std::string(k_manifest_file), write_manifest_json(p)); !r) return r.error();
     return p;
+}
+
+void_result check_decode_batches(const std::vector<std::uint32_t>& batches) {
+    auto bad = [](const std::string& m) { return make_error(status::invalid_argument, "decode batches: " + m); };
+    if (batches.empty() || batches.front() != 1) return bad("the list must start with 1 (the documented decode)");
+    for (std::size_t i = 1; i < batches.size(); ++i)
+        if (batches[i] <= batches[i - 1]) return bad("must be strictly ascending");
+    if (batches.back() > k_max_decode_batch)
+        return bad(std::to_string(batches.back()) + " > " + std::to_string(k_max_decode_batch) +
+                   " (one CSR per row, 4 B apart; the CSRs are 0x40 apart)");
+    return {};
+}
+
+bool pack_is_current(const fs::path& dir, const std::string& preset) {
+    std::error_code ec;
+    if (!fs::exists(dir / k_manifest_file, ec)) return false;
+    auto p = load_package(dir);
+    auto spec = find_preset(preset);
+    if (!p || !spec || p->preset != preset) return false;
+    std::vector<std::uint32_t> batches;
+    for (const auto* m : p->decode_profiles()) batches.push_back(m->batch);
+    return batches == spec->decode_batches;
 }
 
 }  // namespace calserve::model::package

@@ -86,6 +86,14 @@ const submodel* package::find_role(submodel_role r) const {
     return it == submodels.end() ? nullptr : &*it;
 }
 
+std::vector<const submodel*> package::decode_profiles() const {
+    std::vector<const submodel*> out;
+    for (const auto& s : submodels)
+        if (s.role == submodel_role::decode) out.push_back(&s);
+    std::stable_sort(out.begin(), out.end(), [](const submodel* a, const submodel* b) { return a->batch < b->batch; });
+    return out;
+}
+
 std::uint64_t package::total_param_bytes() const {
     std::uint64_t n = 0;
     for (const auto& c : chips) n += c.param_bytes;

@@ -43,6 +43,19 @@ std::uint64_t dtype_bytes(dtype t);
 enum class submodel_role : std::uint8_t { prefill, decode };
 std::string_view to_string(submodel_role r);
 
+// Decode batch profiles (a simulated extension of document 000, status C3 in document 002): a
+// package may hold decode submodels for several batch sizes B, each with [B,1] token/position
+// inputs, [B,1,vocab] logits and one CSR per row. Row b's register sits at base + 4*b. The
+// documented registers are 0x40 apart (cur_seq_len 0x1104, past_kv_cur_seq_len 0x1144), so
+// each has room for exactly 16 rows; row 16 of cur_seq_len would be past_kv_cur_seq_len[0].
+inline constexpr std::uint32_t k_csr_cur_seq_len_offset = 0x1104;
+inline constexpr std::uint32_t k_csr_past_kv_offset = 0x1144;
+inline constexpr std::uint32_t k_csr_row_stride = 4;
+inline constexpr std::uint32_t k_max_decode_batch = 16;
+static_assert((k_csr_past_kv_offset - k_csr_cur_seq_len_offset) / k_csr_row_stride == k_max_decode_batch);
+// The prefill stays the documented batch-1 whole-graph program.
+inline constexpr std::uint32_t k_prefill_batch = 1;
+
 // One device-visible tensor of a submodel (an input or output port).
 struct tensor_spec {
     std::string name;                // semantic name: "token", "position", "logits"
@@ -66,7 +79,8 @@ struct csr_spec {
 
 struct submodel {
     std::string name;                // exact name (manifest and submodel metadata agree)
-    std::string dir;                 // subdirectory relative to the package root
+    std::string dir;                 // subdirectory relative to the package root; also the profile key
+                                     // of per-submodel files ("prefill", "decode", "decode_b4")
     submodel_role role = submodel_role::decode;
     std::string type_label;          // smodel_type as written by the compiler (may be defective)
     std::uint32_t batch = 1;
@@ -90,7 +104,7 @@ struct kv_layout {
     dtype k_dtype = dtype::bf16;
     dtype v_dtype = dtype::bf16;
     std::uint32_t context = 0;       // tokens per sequence slot
-    std::uint32_t batch = 1;         // sequence slots
+    std::uint32_t batch = 1;         // sequence slots of full context the KV region holds
     std::uint64_t bytes_total = 0;   // layers*kv_heads*head_dim*context*batch*(k+v bytes)
     std::uint64_t bytes_per_chip = 0;
 
@@ -157,7 +171,7 @@ struct package {
     std::string architecture;        // "qwen3_moe", "qwen3"
     std::string preset;              // pack preset that wrote it, "" for foreign packages
     std::uint32_t context = 0;       // calbin context capacity (tokens)
-    std::uint32_t batch = 1;
+    std::uint32_t batch = 1;         // largest decode batch profile
     std::uint32_t vocab = 0;
     topology topo;
     kv_layout kv;
@@ -172,7 +186,8 @@ struct package {
     std::filesystem::path reference_model_dir;  // absolute; empty when the package has none
 
     const submodel* find_submodel(std::string_view exact_name) const;
-    const submodel* find_role(submodel_role r) const;
+    const submodel* find_role(submodel_role r) const;  // the first of that role (decode: batch 1)
+    std::vector<const submodel*> decode_profiles() const;  // decode submodels, by ascending batch
     std::uint64_t total_param_bytes() const;
 };
 

@@ -70,6 +70,8 @@ preset_spec tiny_base(std::string name, std::string synthetic, std::uint32_t chi
     s.device_memory_required = "";  // sized in size_from_model
     s.decode_sram_scratch = 16 * 1024;
     s.prefill_sram_scratch = 64 * 1024;
+    s.decode_batches = {1, 2, 4, 8, 16};
+    s.kv_for_profiles = true;
     s.onnx_path = "onnx/" + s.submodel_stem + ".onnx";
     s.calcc_commit = "0000000000000000000000000000000000c0ffee";
     s.tvm_commit = "00000000000000000000000000000000000be5e1";
@@ -131,16 +133,17 @@ tensor_spec make_tensor(std::string name, std::string port, std::vector<std::int
 }
 
 std::vector<csr_spec> default_csrs() {
-    return {{"cur_seq_len", 0x1104, dtype::uint32}, {"past_kv_cur_seq_len", 0x1144, dtype::uint32}};
+    return {{"cur_seq_len", k_csr_cur_seq_len_offset, dtype::uint32},
+            {"past_kv_cur_seq_len", k_csr_past_kv_offset, dtype::uint32}};
 }
 
 submodel make_prefill(const preset_spec& s, std::uint64_t logits_ping) {
     submodel m;
-    m.name = s.submodel_stem + "_prefill_b" + std::to_string(s.batch) + "_c" + std::to_string(s.context);
+    m.name = s.submodel_stem + "_prefill_b" + std::to_string(k_prefill_batch) + "_c" + std::to_string(s.context);
     m.dir = "prefill";
     m.role = submodel_role::prefill;
     m.type_label = s.prefill_type_label;
-    m.batch = s.batch;
+    m.batch = k_prefill_batch;
     m.max_tokens = s.context;
     m.dynamic_d2d = s.chips > 1;
     const std::int64_t ctx = s.context;
@@ -155,22 +158,61 @@ submodel make_prefill(const preset_spec& s, std::uint64_t logits_ping) {
     return m;
 }
 
-submodel make_decode(const preset_spec& s) {
+// Name, directory and CSRs of the decode profile of batch B ("decode" for B = 1, as documented).
+submodel decode_header(const preset_spec& s, std::uint32_t batch) {
     submodel m;
-    m.name = s.submodel_stem + "_decode_b" + std::to_string(s.batch) + "_c" + std::to_string(s.context);
-    m.dir = "decode";
+    m.name = s.submodel_stem + "_decode_b" + std::to_string(batch) + "_c" + std::to_string(s.context);
+    m.dir = batch == 1 ? "decode" : "decode_b" + std::to_string(batch);
     m.role = submodel_role::decode;
     m.type_label = "llm_decode";
-    m.batch = s.batch;
+    m.batch = batch;
     m.max_tokens = 1;
+    m.csrs = default_csrs();
+    return m;
+}
+
+// The documented batch-1 decode: token in SRAM after the parameters, position and logits at the
+// start of DRAM (document 000 section 5).
+submodel make_decode(const preset_spec& s) {
+    submodel m = decode_header(s, 1);
     const std::uint64_t token = k_sram_base + s.param_sram;
     m.inputs.push_back(make_tensor("token", "inputs[0]", {1, 1}, dtype::int32, token, token + k_token_slot));
     m.inputs.push_back(make_tensor("position", "inputs[1]", {1, 1}, dtype::int32, k_dram_base, k_dram_base + k_page));
     const std::uint64_t logits = std::uint64_t{s.vocab} * 2, ping = k_dram_base + 2 * k_page;
     m.outputs.push_back(
         make_tensor("logits", "outputs[0]", {1, 1, s.vocab}, dtype::bf16, ping, align_up(ping + logits, k_page)));
-    m.csrs = default_csrs();
     return m;
+}
+
+// A decode profile of batch B > 1: every buffer on its own pages from `cursor` on, so no two
+// buffers of any submodel overlap.
+submodel make_decode_profile(const preset_spec& s, std::uint32_t batch, std::uint64_t& cursor) {
+    submodel m = decode_header(s, batch);
+    auto place = [&](std::string name, std::string port, std::vector<std::int64_t> shape, dtype t) {
+        tensor_spec x = make_tensor(std::move(name), std::move(port), std::move(shape), t, 0, 0);
+        x.ping_addr = cursor;
+        x.pong_addr = align_up(x.ping_addr + x.byte_size, k_page);
+        cursor = align_up(x.pong_addr + x.byte_size, k_page);
+        return x;
+    };
+    const std::int64_t b = batch;
+    m.inputs.push_back(place("token", "inputs[0]", {b, 1}, dtype::int32));
+    m.inputs.push_back(place("position", "inputs[1]", {b, 1}, dtype::int32));
+    m.outputs.push_back(place("logits", "outputs[0]", {b, 1, s.vocab}, dtype::bf16));
+    return m;
+}
+
+// Profiles B > 1 get a region appended to the DRAM reservation, after the prefill workspace:
+// the batch-1 plan (and so every address of document 000) stays where it is.
+void add_decode_profiles(const preset_spec& s, package& p) {
+    std::uint64_t cursor = align_up(p.reserved.dram_base + p.reserved.dram_bytes, k_io_align);
+    bool any = false;
+    for (auto batch : s.decode_batches) {
+        if (batch <= 1) continue;
+        p.submodels.push_back(make_decode_profile(s, batch, cursor));
+        any = true;
+    }
+    if (any) p.reserved.dram_bytes = align_up(cursor, k_io_align) - p.reserved.dram_base;
 }
 
 std::uint64_t io_end(const package& p) {
@@ -216,13 +258,13 @@ package build_layout(const preset_spec& s) {
     p.architecture = s.architecture;
     p.preset = s.name;
     p.context = s.context;
-    p.batch = s.batch;
+    p.batch = s.decode_batches.empty() ? 1 : *std::max_element(s.decode_batches.begin(), s.decode_batches.end());
     p.vocab = s.vocab;
     p.topo = {s.chips, s.calcores, s.chips};
     p.layout = {"D0_tiled", 16};
     p.runtime_version = "0.7.6";
-    p.kv = {s.layers, s.kv_heads, s.head_dim, dtype::bf16, dtype::bf16, s.context, s.batch, 0, 0};
-    p.kv.bytes_total = p.kv.bytes_per_token_total() * s.context * s.batch;
+    p.kv = {s.layers, s.kv_heads, s.head_dim, dtype::bf16, dtype::bf16, s.context, s.kv_slots, 0, 0};
+    p.kv.bytes_total = p.kv.bytes_per_token_total() * s.context * s.kv_slots;
     p.kv.bytes_per_chip = p.kv.bytes_total / s.chips;
     p.submodels.push_back(make_decode(s));  // decode first: its I/O anchors the DRAM plan
     const std::uint64_t prefill_in_end = k_dram_base + 4 * align_up(std::uint64_t{s.context} * 4, k_page);
@@ -242,6 +284,7 @@ package build_layout(const preset_spec& s) {
     p.reserved.sync_bytes = k_sync_bytes;
     p.submodels.front().workspace_bytes_per_chip = dram_base + p.reserved.dram_bytes - ws_base;
     add_segments(s, p, param_base);
+    add_decode_profiles(s, p);
     return p;
 }
 
@@ -253,7 +296,7 @@ address_plan plan_addresses(const preset_spec& s, const package& p) {
     a.kv_base = a.param_dram_base - a.kv_bytes;
     a.prefill_logits_ping = pre.outputs.front().ping_addr;
     a.prefill_ws_base = pre.outputs.front().pong_addr + pre.outputs.front().byte_size;
-    a.prefill_ws_bytes = p.reserved.dram_base + p.reserved.dram_bytes - a.prefill_ws_base;
+    a.prefill_ws_bytes = pre.workspace_bytes_per_chip;
     a.prefill_sram_base = p.reserved.sram_base + s.param_sram;
     a.prefill_sram_bytes = s.prefill_sram_scratch;
     a.decode_sram_base = a.prefill_sram_base + 2 * k_token_slot;

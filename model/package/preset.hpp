@@ -2,13 +2,16 @@
 //! Pack presets: every figure a synthetic package is written from.
 //!
 //! Role: `find_preset` returns the preset's model shape, chip topology, parameter
-//! block sizes and the address-plan knobs; `build_layout` turns it into the typed
-//! `package` (addresses, reservations, parameter segments) that the writers emit.
-//! The qwen3 replica's knobs are chosen so that the figures *parsed back* from the
-//! written files equal document 000 (see docs/package-format.md, "Replica plan").
+//! block sizes, decode batch profiles and the address-plan knobs; `build_layout`
+//! turns it into the typed `package` (addresses, reservations, parameter segments)
+//! that the writers emit. The qwen3 replica's knobs are chosen so that the figures
+//! *parsed back* from the written files equal document 000 (see
+//! docs/package-format.md, "Replica plan"); its only decode profile is batch 1.
 //! Fault model: pure data and arithmetic; an unknown preset is std::nullopt.
 //! Invariants: param_dram[i] + param_sram == param block size of chip i; the address
-//! plan built from a spec never leaves its reservation.
+//! plan built from a spec never leaves its reservation; the batch-1 addresses do not
+//! depend on the other profiles (those live in a region appended to the DRAM
+//! reservation), so adding profiles never moves a documented address.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -31,7 +34,10 @@ struct preset_spec {
     std::string architecture;     // "qwen3_moe" | "qwen3"
     std::string file_stem;        // "Qwen3-30B-A3B_2_chips_40960_fa"
     std::string submodel_stem;    // "qwen3_30b_a3b"
-    std::uint32_t chips = 1, calcores = 2, context = 4096, batch = 1, vocab = 151936;
+    std::uint32_t chips = 1, calcores = 2, context = 4096, vocab = 151936;
+    std::vector<std::uint32_t> decode_batches{1};  // decode profiles, ascending, first 1
+    std::uint32_t kv_slots = 1;                    // sequences of full context the KV region holds
+    bool kv_for_profiles = false;  // pack sizes kv_slots with the planner for the largest profile
     std::uint32_t layers = 2, hidden = 64, kv_heads = 2, head_dim = 32, heads = 4;
     std::uint32_t experts = 0, experts_per_token = 0, moe_intermediate = 0, intermediate = 128;
     std::vector<std::uint64_t> param_dram;  // per chip
@@ -71,7 +77,7 @@ struct address_plan {
     std::uint64_t prefill_logits_ping = 0;
     std::uint64_t prefill_ws_base = 0, prefill_ws_bytes = 0;
     std::uint64_t prefill_sram_base = 0, prefill_sram_bytes = 0;
-    std::uint64_t decode_sram_base = 0, decode_sram_bytes = 0;
+    std::uint64_t decode_sram_base = 0, decode_sram_bytes = 0;  // shared by every decode profile
 };
 address_plan plan_addresses(const preset_spec& spec, const package& p);
 

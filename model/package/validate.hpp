@@ -51,10 +51,11 @@ struct validation_figures {
     std::uint64_t param_bytes_total = 0;
     std::vector<chip_param_figures> params;
     std::uint64_t kv_bytes_total = 0, kv_bytes_per_chip = 0;
-    std::map<std::string, union_figures> unions;                        // by role
+    // Keyed by submodel directory: "prefill", "decode" (batch 1), "decode_b4", ...
+    std::map<std::string, union_figures> unions;
     std::vector<d2d_stats> prefill_d2d;                                 // per chip (ping streams)
-    std::map<std::string, std::vector<std::map<std::string, std::uint64_t>>> op_families;  // role -> chip
-    std::map<std::string, std::vector<std::uint64_t>> profparts_lines;  // role -> chip
+    std::map<std::string, std::vector<std::map<std::string, std::uint64_t>>> op_families;  // dir -> chip
+    std::map<std::string, std::vector<std::uint64_t>> profparts_lines;  // dir -> chip
     std::uint32_t context_package = 0, context_tokenizer = 0, context_model = 0, context_usable = 0;
     std::uint64_t file_count = 0;
 };
@@ -64,7 +65,7 @@ struct validation_report {
     std::string status;  // pass | pass_with_warnings | fail
     std::vector<finding> findings;
     validation_figures figures;
-    std::vector<capacity_plan> capacity;  // the package's own batch/context
+    std::vector<capacity_plan> capacity;  // the package's own KV region (kv.batch x kv.context)
 
     std::size_t count(severity s) const;
     bool has(std::string_view code) const;

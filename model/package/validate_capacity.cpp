@@ -19,16 +19,18 @@ std::string gib(std::uint64_t b) { return std::to_string(static_cast<double>(b) 
 
 void gate_capacity(validation_context& c) {
     const auto& p = c.pkg;
-    const auto need = kv_bytes_per_chip(p, p.batch, p.context, kv_dtype_choice::bf16);
+    const auto need = kv_bytes_per_chip(p, p.kv.batch, p.context, kv_dtype_choice::bf16);
     if (p.context > p.kv.context || p.kv.bytes_per_chip < need)
         c.add("E_CONTEXT_BEYOND_KV", severity::error, 'E', "calserve-manifest.json",
               "context " + std::to_string(p.context) + " needs " + std::to_string(need) + " B of KV per chip, layout holds " +
                   std::to_string(p.kv.bytes_per_chip) + " B (" + std::to_string(p.kv.context) + " tokens)");
-    auto it = c.report->figures.unions.find("decode");
-    if (it != c.report->figures.unions.end() && it->second.largest_activation_interval != p.kv.bytes_per_chip)
-        c.add("E_KV_INTERVAL_MISMATCH", severity::error, 'E', op_map_name(p, submodel_role::decode),
-              "largest decode activation interval " + std::to_string(it->second.largest_activation_interval) +
-                  " B != KV per chip " + std::to_string(p.kv.bytes_per_chip) + " B");
+    for (const auto* m : p.decode_profiles()) {  // every profile's rows address the one KV region
+        auto it = c.report->figures.unions.find(m->dir);
+        if (it != c.report->figures.unions.end() && it->second.largest_activation_interval != p.kv.bytes_per_chip)
+            c.add("E_KV_INTERVAL_MISMATCH", severity::error, 'E', op_map_name(p, *m),
+                  "largest decode activation interval " + std::to_string(it->second.largest_activation_interval) +
+                      " B != KV per chip " + std::to_string(p.kv.bytes_per_chip) + " B");
+    }
     const auto& l = c.opt.limits;
     if (p.reserved.dram_bytes > l.dram_bytes_per_chip || p.reserved.sram_bytes > l.sram_bytes_per_chip)
         c.add("E_RESERVATION_EXCEEDS_DEVICE", severity::error, 'E', "model_memory_reserved_info.txt",
@@ -38,7 +40,9 @@ void gate_capacity(validation_context& c) {
         if (ch.param_dram_bytes + p.kv.bytes_per_chip > p.reserved.dram_bytes)
             c.add("E_PARAMS_EXCEED_RESERVATION", severity::error, 'E', ch.param_file,
                   "parameters + KV exceed the DRAM reservation of chip " + std::to_string(ch.index));
-    auto plan = plan_capacity(p, p.batch, p.context, kv_dtype_choice::bf16, l);
+    // The KV region the package holds (kv.batch sequences of kv.context tokens) must fit; decode
+    // profiles share it, so a batch-B step at a shorter context needs no more.
+    auto plan = plan_capacity(p, p.kv.batch, p.kv.context, kv_dtype_choice::bf16, l);
     for (const auto& b : plan.chips)
         if (!b.fits)
             c.add("E_CAPACITY_EXCEEDED", severity::error, 'E', "",
@@ -58,7 +62,7 @@ void gate_reproducibility(validation_context& c) {
     if (!is_hex(c.yaml->onnx_sha256, 64)) missing.push_back("onnx_sha256");
     for (const auto& m : c.pkg.submodels)
         for (const char* io : {"input_sha256", "output_sha256"}) {
-            const auto key = std::string(to_string(m.role)) + "." + io;
+            const auto key = m.dir + "." + io;
             auto g = c.yaml->golden.find(key);
             if (g == c.yaml->golden.end() || !is_hex(g->second, 64)) missing.push_back("golden." + key);
         }

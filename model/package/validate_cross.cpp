@@ -100,6 +100,55 @@ void check_alias(validation_context& c, const std::string& file, const submodel_
     }
 }
 
+// One line per CSR and batch row: row b of a CSR at the manifest's base offset + 4*b.
+void check_csr_rows(validation_context& c, const parsed_submodel& s, const std::string& file) {
+    const auto& f = *s.info;
+    for (const auto& csr : s.manifest->csrs)
+        for (std::int64_t row = 0; row < static_cast<std::int64_t>(s.manifest->batch); ++row) {
+            const std::uint64_t want = csr.offset + static_cast<std::uint64_t>(row) * k_csr_row_stride;
+            auto it = std::find_if(f.csrs.begin(), f.csrs.end(), [&](auto& x) { return x.name == csr.name && x.row == row; });
+            if (it == f.csrs.end() || it->offset != want || it->type != csr.type)
+                c.add("C_CSR_MISMATCH", severity::error, 'C', file,
+                      csr.name + "[" + std::to_string(row) + "] missing, or its offset is not " + to_hex(want) +
+                          " or its dtype differs from the manifest");
+        }
+    for (const auto& line : f.csrs)
+        if (line.row >= static_cast<std::int64_t>(s.manifest->batch) || !s.manifest->csr(line.name))
+            c.add("C_CSR_MISMATCH", severity::error, 'C', file,
+                  line.name + "[" + std::to_string(line.row) + "] is not a register of this batch-" +
+                      std::to_string(s.manifest->batch) + " submodel");
+}
+
+// I/O buffers of different submodels never overlap, so any two jobs can be in flight at once;
+// the one exception is document 000's plan, whose batch-1 decode reuses the start of the prefill's
+// input window (decode position ping 0xc0000000 = prefill token ping).
+void check_cross_alias(validation_context& c) {
+    struct buf {
+        const parsed_submodel* sub;
+        std::string what;
+        std::uint64_t addr, size;
+    };
+    std::vector<buf> bufs;
+    for (const auto& s : c.subs) {
+        if (!s.info) continue;
+        for (const auto* list : {&s.info->inputs, &s.info->outputs})
+            for (const auto& t : *list)
+                for (auto [slot, addr] : {std::pair{".ping", t.ping}, std::pair{".pong", t.pong}})
+                    bufs.push_back({&s, s.manifest->name + "/" + t.name + slot, addr, static_cast<std::uint64_t>(t.size)});
+    }
+    auto documented = [](const submodel& a, const submodel& b) {
+        return a.role != b.role && (a.role == submodel_role::prefill ? b.batch : a.batch) == 1;
+    };
+    for (std::size_t i = 0; i < bufs.size(); ++i)
+        for (std::size_t j = i + 1; j < bufs.size(); ++j) {
+            const auto &a = bufs[i], &b = bufs[j];
+            if (a.sub == b.sub || documented(*a.sub->manifest, *b.sub->manifest)) continue;
+            if (a.addr < b.addr + b.size && b.addr < a.addr + a.size)
+                c.add("C_PING_PONG_ALIAS", severity::error, 'C', a.sub->manifest->dir + "/submodel_memory_reserved_info.txt",
+                      a.what + " overlaps " + b.what);
+        }
+}
+
 void check_io(validation_context& c, parsed_submodel& s) {
     if (!s.info) return;
     const auto& f = *s.info;
@@ -122,11 +171,7 @@ void check_io(validation_context& c, parsed_submodel& s) {
     compare(f.inputs, s.manifest->inputs);
     compare(f.outputs, s.manifest->outputs);
     check_alias(c, file, f);
-    for (const auto& csr : s.manifest->csrs) {
-        auto it = std::find_if(f.csrs.begin(), f.csrs.end(), [&](auto& x) { return x.name == csr.name; });
-        if (it == f.csrs.end() || it->offset != csr.offset || it->type != csr.type)
-            c.add("C_CSR_MISMATCH", severity::error, 'C', file, csr.name + " offset/dtype differs from the manifest");
-    }
+    check_csr_rows(c, s, file);
     for (const auto& [name, mask] : f.file_masks) {
         auto pos = name.find("chip");
         const std::uint32_t chip = pos == std::string::npos ? 0 : static_cast<std::uint32_t>(name[pos + 4] - '0');
@@ -137,7 +182,7 @@ void check_io(validation_context& c, parsed_submodel& s) {
 
 void check_op_map(validation_context& c, parsed_submodel& s) {
     if (!s.ops) return;
-    const std::string file = op_map_name(c.pkg, s.manifest->role);
+    const std::string file = op_map_name(c.pkg, *s.manifest);
     if (s.ops->submodel != s.manifest->name)
         c.add("C_SUBMODEL_NAME_MISMATCH", severity::error, 'C', file, "op map names '" + s.ops->submodel + "'");
     std::size_t outside = 0;
@@ -157,7 +202,7 @@ void check_op_map(validation_context& c, parsed_submodel& s) {
             same = pp[i].type == s.ops->ops[i].type && pp[i].name == s.ops->ops[i].name;
         if (!same)
             c.add("C_OP_MAP_PROFPARTS_MISMATCH", severity::error, 'C', file,
-                  "op list differs from " + profparts_name(c.pkg, s.manifest->role, chip));
+                  "op list differs from " + profparts_name(c.pkg, *s.manifest, chip));
     }
 }
 
@@ -196,12 +241,12 @@ void check_commands(validation_context& c, parsed_submodel& s) {
 void check_yaml_shapes(validation_context& c) {
     if (!c.yaml) return;
     for (const auto& m : c.pkg.submodels) {
-        auto prof = c.yaml->shapes.find(std::string(to_string(m.role)));
+        auto prof = c.yaml->shapes.find(m.dir);
         for (const auto* list : {&m.inputs, &m.outputs})
             for (const auto& t : *list) {
                 if (prof == c.yaml->shapes.end() || !prof->second.contains(t.name) || prof->second.at(t.name) != t.shape)
                     c.add("C_IO_MISMATCH", severity::error, 'C', model_yaml_name(c.pkg),
-                          std::string(to_string(m.role)) + "." + t.name + " shape differs from the manifest");
+                          m.dir + "." + t.name + " shape differs from the manifest");
             }
     }
 }
@@ -215,6 +260,7 @@ void gate_cross(validation_context& c) {
         check_op_map(c, s);
         check_commands(c, s);
     }
+    check_cross_alias(c);
     check_yaml_shapes(c);
 }
 

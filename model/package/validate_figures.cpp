@@ -57,10 +57,10 @@ void compute_figures(validation_context& c) {
     f.kv_bytes_total = c.pkg.kv.bytes_total;
     f.kv_bytes_per_chip = c.pkg.kv.bytes_per_chip;
     for (const auto& s : c.subs) {
-        const std::string role(to_string(s.manifest->role));
-        if (s.ops) f.unions[role] = unions_of(*s.ops);
-        auto& fams = f.op_families[role];
-        auto& lines = f.profparts_lines[role];
+        const std::string& dir = s.manifest->dir;
+        if (s.ops) f.unions[dir] = unions_of(*s.ops);
+        auto& fams = f.op_families[dir];
+        auto& lines = f.profparts_lines[dir];
         for (const auto& pp : s.profparts) {
             fams.push_back(pp ? family_counts(*pp) : std::map<std::string, std::uint64_t>{});
             lines.push_back(pp ? pp->size() : 0);

@@ -1,5 +1,6 @@
-// Gate D: semantics (names, types, logits contract, batch/context/vocab, units, topology).
+// Gate D: semantics (names, types, logits contract, decode profiles, batch/context/vocab, units, topology).
 #include <algorithm>
+#include <set>
 
 #include "model/package/validate_internal.hpp"
 
@@ -44,9 +45,55 @@ void check_logits(validation_context& c, const parsed_submodel& s) {
         if (o.name != "logits") continue;
         if (parse_dtype(o.dtype) != dtype::bf16)
             c.add("D_LOGITS_DTYPE", severity::error, 'D', info_path(s), "logits dtype " + o.dtype + ", expected BF16");
-        const std::vector<std::int64_t> want{static_cast<std::int64_t>(c.pkg.batch), 1, c.pkg.vocab};
-        if (o.shape != want) c.add("D_LOGITS_SHAPE", severity::error, 'D', info_path(s), "logits shape is not [batch,1,vocab]");
+        const std::vector<std::int64_t> want{static_cast<std::int64_t>(s.manifest->batch), 1, c.pkg.vocab};
+        const auto* m = s.manifest->output("logits");
+        if (o.shape != want || (m && m->shape != want))
+            c.add("D_LOGITS_SHAPE", severity::error, 'D', info_path(s),
+                  "logits shape is not [" + std::to_string(s.manifest->batch) + ",1,vocab]");
     }
+}
+
+// A decode profile of batch B takes [B,1] token and position inputs (manifest and submodel file).
+void check_profile_inputs(validation_context& c, const parsed_submodel& s) {
+    const std::vector<std::int64_t> want{static_cast<std::int64_t>(s.manifest->batch), 1};
+    for (const char* name : {"token", "position"}) {
+        const auto* t = s.manifest->input(name);
+        bool ok = t && t->shape == want;
+        if (s.info)
+            for (const auto& row : s.info->inputs) ok = ok && (row.name != name || row.shape == want);
+        if (!ok)
+            c.add("D_PROFILE_SHAPE", severity::error, 'D', info_path(s),
+                  std::string(name) + " is missing or not [" + std::to_string(s.manifest->batch) + ",1] for batch " +
+                      std::to_string(s.manifest->batch));
+    }
+}
+
+// Decode batch profiles: one of batch 1, no batch twice, none past the CSR row space; the
+// manifest batch is the largest profile; the prefill stays batch 1.
+void check_profiles(validation_context& c) {
+    std::set<std::uint32_t> batches;
+    for (const auto& s : c.subs) {
+        const auto& m = *s.manifest;
+        if (m.role == submodel_role::prefill) {
+            if (m.batch != k_prefill_batch)
+                c.add("D_BATCH_MISMATCH", severity::error, 'D', info_path(s),
+                      "prefill batch " + std::to_string(m.batch) + ": the prefill is a batch-1 program");
+            continue;
+        }
+        if (!batches.insert(m.batch).second)
+            c.add("D_DECODE_PROFILE_SET", severity::error, 'D', info_path(s),
+                  "a second decode submodel of batch " + std::to_string(m.batch));
+        if (m.batch > k_max_decode_batch)
+            c.add("D_DECODE_PROFILE_LIMIT", severity::error, 'D', info_path(s),
+                  "decode batch " + std::to_string(m.batch) + " > " + std::to_string(k_max_decode_batch) +
+                      ": row b's CSR is at base + 4*b and the CSRs are 0x40 apart, room for 16 rows");
+        check_profile_inputs(c, s);
+    }
+    if (!batches.contains(1))
+        c.add("D_DECODE_PROFILE_SET", severity::error, 'D', "calserve-manifest.json", "no batch-1 decode submodel");
+    if (!batches.empty() && c.pkg.batch != *batches.rbegin())
+        c.add("D_BATCH_MISMATCH", severity::error, 'D', "calserve-manifest.json",
+              "batch " + std::to_string(c.pkg.batch) + " != largest decode profile " + std::to_string(*batches.rbegin()));
 }
 
 void agree(validation_context& c, const char* code, const std::string& what, std::uint64_t want,
@@ -72,16 +119,17 @@ void check_vocab_batch_context(validation_context& c) {
         if (n && *n > c.pkg.vocab)
             c.add("D_VOCAB_MISMATCH", severity::error, 'D', where, std::to_string(*n) + " tokens exceed vocab " +
                                                                      std::to_string(c.pkg.vocab));
-    agree(c, "D_BATCH_MISMATCH", "batch", c.pkg.batch, {{yaml, opt(y, y ? c.yaml->batch : 0)}, {"manifest kv", c.pkg.kv.batch}});
+    agree(c, "D_BATCH_MISMATCH", "batch", c.pkg.batch, {{yaml, opt(y, y ? c.yaml->batch : 0)}});
     agree(c, "D_CONTEXT_MISMATCH", "context", c.pkg.context, {{yaml, opt(y, y ? c.yaml->max_seq_len : 0)}});
     for (const auto& s : c.subs) {
+        const std::uint64_t batch = s.manifest->batch;
         if (s.info) {
-            agree(c, "D_BATCH_MISMATCH", "batch", c.pkg.batch, {{info_path(s), opt(true, s.info->batch)}});
+            agree(c, "D_BATCH_MISMATCH", "batch", batch, {{info_path(s), opt(true, s.info->batch)}});
             agree(c, "D_CONTEXT_MISMATCH", "max_seq_len", c.pkg.context, {{info_path(s), opt(true, s.info->max_seq_len)}});
         }
         if (s.compile) {
             const auto f = s.manifest->dir + "/compile_config.yaml";
-            agree(c, "D_BATCH_MISMATCH", "batch", c.pkg.batch, {{f, opt(true, s.compile->batch)}});
+            agree(c, "D_BATCH_MISMATCH", "batch", batch, {{f, opt(true, s.compile->batch)}});
             agree(c, "D_CONTEXT_MISMATCH", "max_seq", c.pkg.context, {{f, opt(true, s.compile->max_seq)}});
         }
         if (s.manifest->role == submodel_role::prefill)
@@ -93,13 +141,13 @@ void check_vocab_batch_context(validation_context& c) {
 
 void check_hparam(validation_context& c) {
     if (!c.hparam) return;
-    for (const auto& [role, v] : c.hparam->by_role) {
-        const auto* m = c.pkg.find_role(role == "prefill" ? submodel_role::prefill : submodel_role::decode);
-        if (!m) continue;
+    for (const auto& [dir, v] : c.hparam->by_dir) {
+        auto m = std::find_if(c.pkg.submodels.begin(), c.pkg.submodels.end(), [&](auto& x) { return x.dir == dir; });
+        if (m == c.pkg.submodels.end()) continue;
         if (v.cur < 1 || v.cur > static_cast<std::int64_t>(m->max_tokens) || v.total < v.cur ||
             v.total > static_cast<std::int64_t>(c.pkg.context))
             c.add("D_HPARAM_OUT_OF_RANGE", severity::error, 'D', "hparam.yaml",
-                  role + ": cur_seq_len/past_kv_cur_seq_len outside the submodel limits");
+                  dir + ": cur_seq_len/past_kv_cur_seq_len outside the submodel limits");
     }
 }
 
@@ -160,7 +208,7 @@ void check_runtime_and_kv(validation_context& c) {
         c.add("D_RUNTIME_INCOMPATIBLE", severity::error, 'D', "calserve-manifest.json",
               "runtime " + c.pkg.runtime_name + " " + c.pkg.runtime_version + " (supported: CalRT 0.7.6)");
     const auto& kv = c.pkg.kv;
-    bool ok = kv.bytes_total == kv.bytes_per_token_total() * kv.context * kv.batch;
+    bool ok = kv.context > 0 && kv.batch > 0 && kv.bytes_total == kv.bytes_per_token_total() * kv.context * kv.batch;
     if (c.yaml) ok = ok && c.yaml->layers == kv.layers && c.yaml->kv_heads == kv.kv_heads && c.yaml->head_dim == kv.head_dim;
     if (!ok) c.add("D_KV_LAYOUT_MISMATCH", severity::error, 'D', "calserve-manifest.json", "KV layout or bytes inconsistent");
     for (const auto& s : c.subs) {
@@ -179,6 +227,7 @@ void gate_semantics(validation_context& c) {
         check_types(c, s);
         check_logits(c, s);
     }
+    check_profiles(c);
     check_vocab_batch_context(c);
     check_hparam(c);
     resolve_context(c);

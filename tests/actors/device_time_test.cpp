@@ -48,7 +48,7 @@ TEST_CASE("device time per request: one step per token, summing to the device bu
         CHECK(r.device_wall_s <= r.e2e_s);
         device_total += r.device_s;
     }
-    // Every job's compute is attributed to exactly one request.
+    // Every job's compute is attributed once: to its request, or split evenly over a batch's rows.
     CHECK(device_total == Approx(h.metrics.device_busy_seconds.value() - busy_before).epsilon(1e-9));
     CHECK(h.rt.failures().empty());
 }

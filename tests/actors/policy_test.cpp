@@ -37,14 +37,18 @@ TEST_CASE("kv_pool plan/commit/extend/release conserve blocks", "[actors][kv]") 
 }
 
 namespace {
-seq_view decode_seq(std::uint64_t id, long served_ms) { return {id, false, true, 0ms, std::chrono::milliseconds(served_ms)}; }
-seq_view prefill_seq(std::uint64_t id, long arrived_ms) {
-    return {id, true, true, std::chrono::milliseconds(arrived_ms), 0ms};
+seq_view decode_seq(std::uint64_t id, long served_ms, int group = k_no_group) {
+    return {id, false, true, 0ms, std::chrono::milliseconds(served_ms), group, false};
 }
+seq_view prefill_seq(std::uint64_t id, long arrived_ms) {
+    return {id, true, true, std::chrono::milliseconds(arrived_ms), 0ms, k_no_group, false};
+}
+job_choice decode(std::vector<std::uint64_t> rows) { return {false, std::move(rows)}; }
+job_choice prefill(std::uint64_t seq) { return {true, {seq}}; }
 }  // namespace
 
-TEST_CASE("plan_next_job table", "[actors][schedule]") {
-    schedule_params params{1, 2s};
+TEST_CASE("plan_next_job table (batch 1)", "[actors][schedule]") {
+    schedule_params params{1, 2s, 1, 2};
     struct row {
         const char* name;
         std::vector<seq_view> seqs;
@@ -57,20 +61,19 @@ TEST_CASE("plan_next_job table", "[actors][schedule]") {
     std::vector<row> rows = {
         {"nothing runnable", {}, {}, 0, std::nullopt},
         {"only busy sequences", {busy}, {}, 0, std::nullopt},
-        {"single decode", {decode_seq(1, 5)}, {}, 10, job_choice{1, false}},
-        {"least recently served decode first", {decode_seq(1, 7), decode_seq(2, 3)}, {}, 10, job_choice{2, false}},
-        {"served tie broken by id", {decode_seq(4, 3), decode_seq(2, 3)}, {}, 10, job_choice{2, false}},
-        {"prefill when no decode", {prefill_seq(5, 1), prefill_seq(3, 2)}, {}, 10, job_choice{5, true}},
-        {"FCFS tie broken by id", {prefill_seq(5, 1), prefill_seq(3, 1)}, {}, 10, job_choice{3, true}},
+        {"single decode", {decode_seq(1, 5)}, {}, 10, decode({1})},
+        {"least recently served decode first", {decode_seq(1, 7), decode_seq(2, 3)}, {}, 10, decode({2})},
+        {"served tie broken by id", {decode_seq(4, 3), decode_seq(2, 3)}, {}, 10, decode({2})},
+        {"prefill when no decode", {prefill_seq(5, 1), prefill_seq(3, 2)}, {}, 10, prefill(5)},
+        {"FCFS tie broken by id", {prefill_seq(5, 1), prefill_seq(3, 1)}, {}, 10, prefill(3)},
         {"decode first until the round is done",
-         {decode_seq(1, 0), decode_seq(2, 0), prefill_seq(3, 0)}, {0, 1}, 10, job_choice{1, false}},
-        {"prefill after every decoder advanced",
-         {decode_seq(1, 0), decode_seq(2, 0), prefill_seq(3, 0)}, {0, 2}, 10, job_choice{3, true}},
-        {"prefill budget spent -> decode",
-         {decode_seq(1, 0), prefill_seq(3, 0)}, {1, 5}, 10, job_choice{1, false}},
+         {decode_seq(1, 0), decode_seq(2, 0), prefill_seq(3, 0)}, {0, 1}, 10, decode({1})},
+        {"prefill after every group advanced",
+         {decode_seq(1, 0), decode_seq(2, 0), prefill_seq(3, 0)}, {0, 2}, 10, prefill(3)},
+        {"prefill budget spent -> decode", {decode_seq(1, 0), prefill_seq(3, 0)}, {1, 5}, 10, decode({1})},
         {"aged prefill jumps the round",
-         {decode_seq(1, 0), decode_seq(2, 0), prefill_seq(3, 0)}, {0, 0}, 2000, job_choice{3, true}},
-        {"busy decoder does not block prefill", {busy, prefill_seq(3, 0)}, {0, 0}, 10, job_choice{3, true}},
+         {decode_seq(1, 0), decode_seq(2, 0), prefill_seq(3, 0)}, {0, 0}, 2000, prefill(3)},
+        {"busy decoder does not block prefill", {busy, prefill_seq(3, 0)}, {0, 0}, 10, prefill(3)},
     };
     for (const auto& r : rows) {
         INFO(r.name);
@@ -79,17 +82,84 @@ TEST_CASE("plan_next_job table", "[actors][schedule]") {
     }
 }
 
+TEST_CASE("plan_next_job table (decode batches)", "[actors][schedule]") {
+    struct row {
+        const char* name;
+        int max_batch;
+        std::vector<seq_view> seqs;
+        slot_view where;
+        tick_state state;
+        std::optional<job_choice> expected;
+    };
+    auto awaiting = [](seq_view s) { s.ready = false; s.awaiting = true; return s; };
+    auto in_flight = [](seq_view s) { s.ready = false; return s; };
+    std::vector<row> rows = {
+        {"every decoder fits one batch: one group, all of them, whatever their slot", 4,
+         {decode_seq(1, 4, 1), decode_seq(2, 3, 0), decode_seq(3, 2), decode_seq(4, 1, 1)}, {0, true}, {}, decode({1, 2, 3, 4})},
+        {"one group: any awaiting decoder holds the step", 4,
+         {decode_seq(1, 0), awaiting(decode_seq(2, 0)), prefill_seq(3, 0)}, {0, false}, {0, 0}, std::nullopt},
+        {"two groups: own group and unassigned, not the busy slot's", 2,
+         {decode_seq(1, 0, 0), decode_seq(2, 0, 1), decode_seq(3, 0), decode_seq(4, 0, 0)}, {0, true}, {}, decode({1, 3})},
+        {"two groups: the busy slot's rows are in flight", 2,
+         {decode_seq(1, 0, 0), in_flight(decode_seq(2, 0, 1)), in_flight(decode_seq(3, 0, 1)), decode_seq(4, 0, 0)},
+         {0, true}, {}, decode({1, 4})},
+        {"two groups: an awaiting member holds its group's step", 2,
+         {decode_seq(1, 0, 0), awaiting(decode_seq(2, 0, 0)), in_flight(decode_seq(3, 0, 1)), in_flight(decode_seq(5, 0, 1))},
+         {0, true}, {}, std::nullopt},
+        {"two groups: an awaiting member of the busy slot's group does not", 2,
+         {decode_seq(1, 0, 0), awaiting(decode_seq(2, 0, 1)), decode_seq(3, 0, 1), in_flight(decode_seq(4, 0, 1))},
+         {0, true}, {}, decode({1})},
+        {"two groups: each capped at half the decoders and max_batch, least recently served first", 4,
+         {decode_seq(1, 9), decode_seq(2, 8), decode_seq(3, 7), decode_seq(4, 6), decode_seq(5, 5), decode_seq(6, 4),
+          decode_seq(7, 3), decode_seq(8, 2), decode_seq(9, 1), decode_seq(10, 0)},
+         {1, false}, {}, decode({7, 8, 9, 10})},
+        {"held decode: a prefill goes once the round is done", 4, {awaiting(decode_seq(1, 0)), prefill_seq(5, 0)},
+         {0, true}, {0, 5}, prefill(5)},
+        {"held decode, round not done: wait for the step boundary", 4, {awaiting(decode_seq(1, 0)), prefill_seq(5, 0)},
+         {0, true}, {0, 0}, std::nullopt},
+    };
+    for (const auto& r : rows) {
+        INFO(r.name);
+        schedule_params params{1, 2s, r.max_batch, 2};
+        auto got = plan_next_job(r.seqs, r.state, params, 10ms, r.where);
+        REQUIRE(got == r.expected);
+    }
+}
+
+TEST_CASE("group_cap and pick_profile", "[actors][schedule]") {
+    schedule_params two{1, 2s, 16, 2}, one{1, 2s, 16, 1};
+    REQUIRE(group_cap(1, two) == 1);
+    REQUIRE(group_cap(2, two) == 2);
+    REQUIRE(group_cap(16, two) == 16);
+    REQUIRE(group_cap(20, two) == 10);
+    REQUIRE(group_cap(40, two) == 16);
+    REQUIRE(group_cap(5, one) == 5);
+    schedule_params b1{1, 2s, 1, 2};
+    REQUIRE(group_cap(2, b1) == 1);  // batch-1 programs: two sequences alternate on ping/pong
+    const std::vector<std::int64_t> profiles{1, 2, 4, 8, 16};
+    REQUIRE(pick_profile(profiles, 1) == 1);
+    REQUIRE(pick_profile(profiles, 3) == 4);
+    REQUIRE(pick_profile(profiles, 9) == 16);
+    REQUIRE(pick_profile(profiles, 17) == 0);
+    const std::vector<victim_view> none;
+    REQUIRE_FALSE(plan_victim(none));
+    const std::vector<victim_view> v{{3, 7}, {9, 12}, {4, 2}};
+    REQUIRE(plan_victim(v) == 9u);
+}
+
 TEST_CASE("two runnable sequences alternate", "[actors][schedule]") {
     std::vector<seq_view> seqs = {decode_seq(1, 0), decode_seq(2, 0)};
     tick_state state;
     std::vector<std::uint64_t> order;
+    schedule_params params{1, 2s, 1, 2};
     for (int step = 1; step <= 6; ++step) {
-        auto c = plan_next_job(seqs, state, {}, std::chrono::milliseconds(step));
+        auto c = plan_next_job(seqs, state, params, std::chrono::milliseconds(step));
         REQUIRE(c);
-        order.push_back(c->seq);
+        REQUIRE(c->rows.size() == 1);
+        order.push_back(c->rows[0]);
         state = after_job(state, *c);
         for (auto& s : seqs)
-            if (s.seq == c->seq) s.last_served = std::chrono::milliseconds(step);
+            if (s.seq == c->rows[0]) s.last_served = std::chrono::milliseconds(step);
     }
     REQUIRE(order == std::vector<std::uint64_t>{1, 2, 1, 2, 1, 2});
 }

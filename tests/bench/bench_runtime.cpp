@@ -166,7 +166,7 @@ void BM_floor_map_insert_erase(benchmark::State& state) {
 }
 BENCHMARK(BM_floor_map_insert_erase)->Arg(0)->Arg(64);
 
-// One BatchTick decision over 64 sequences (half decoding, some prefills waiting).
+// One BatchTick decision over 64 sequences (half decoding, some prefills waiting), batches up to 16.
 void BM_scheduler_tick_64(benchmark::State& state) {
     std::vector<seq_view> seqs(64);
     for (std::size_t i = 0; i < seqs.size(); ++i) {
@@ -177,13 +177,14 @@ void BM_scheduler_tick_64(benchmark::State& state) {
         seqs[i].last_served = std::chrono::microseconds((i * 37) % 64);
     }
     tick_state ts;
-    const schedule_params params;
+    schedule_params params;
+    params.max_batch = 16;
     nanoseconds now{std::chrono::milliseconds(5)};
     for (auto _ : state) {
         auto choice = plan_next_job(seqs, ts, params, now);
         if (choice) {
             ts = after_job(ts, *choice);
-            seqs[choice->seq].last_served = now;
+            for (auto row : choice->rows) seqs[row].last_served = now;
         }
         now += std::chrono::microseconds(1);
         benchmark::DoNotOptimize(choice);

@@ -151,6 +151,23 @@ TEST_CASE("invalid arm requests are rejected") {
     CHECK(r.arm(d).code() == status::invalid_argument);
 }
 
+TEST_CASE("declared consumers: a point nobody asks is refused as unsupported") {
+    fault_registry r;
+    REQUIRE(r.arm(spec(fault_point::client_stall, arm_mode::once)).ok());  // undeclared: everything accepted
+    r.clear();
+    r.set_consumers({fault_point::ccu_exception, fault_point::sampler_stall});
+    CHECK(r.arm(spec(fault_point::ccu_exception, arm_mode::once)).ok());
+    CHECK(r.arm(spec(fault_point::sampler_stall, arm_mode::once)).ok());
+    auto refused = r.arm(spec(fault_point::client_stall, arm_mode::once));
+    CHECK(refused.code() == status::unsupported);
+    CHECK(refused.error().message.find("client_stall") != std::string::npos);
+    CHECK_FALSE(r.consumed(fault_point::client_stall));
+    CHECK(r.list().size() == 2);  // the refused arm is not listed
+    r.add_consumer(fault_point::client_stall);
+    CHECK(r.consumed(fault_point::client_stall));
+    CHECK(r.arm(spec(fault_point::client_stall, arm_mode::once)).ok());
+}
+
 TEST_CASE("concurrent checks never over-fire a counted fault") {
     fault_registry r;
     auto c = spec(fault_point::d2h_error, arm_mode::count);

@@ -99,6 +99,28 @@ inline package_spec tiny_spec(std::uint32_t chips = 1) {
     return p;
 }
 
+inline constexpr std::int64_t k_batch = 4;
+inline constexpr const char* k_decode_b4 = "tiny_decode_b4";
+
+// A batched decode program as packages carry them: token/position {B,1}, logits {B,1,vocab}.
+inline submodel_desc decode_profile(std::string name, std::int64_t batch, std::uint64_t base) {
+    submodel_desc sm = submodel(std::move(name), submodel_kind::decode, 1, base);
+    sm.batch = batch;
+    sm.inputs = {tensor("token", {batch, 1}, dtype::int32, base, base + 0x10000),
+                 tensor("position", {batch, 1}, dtype::int32, base + 0x20000, base + 0x30000)};
+    sm.outputs = {tensor("logits", {batch, 1, k_vocab}, dtype::bf16, base + 0x40000, base + 0x50000)};
+    return sm;
+}
+
+// tiny_spec plus a batch-4 decode program.
+inline package_spec tiny_batched_spec() {
+    package_spec p = tiny_spec();
+    p.submodels.push_back(decode_profile(k_decode_b4, k_batch, 0xe0000000));
+    p.batch = k_batch;
+    p.kv.slots = 8;
+    return p;
+}
+
 struct sim_fixture {
     sim::manual_scheduler clock;
     std::shared_ptr<sim::sim_device> dev;
@@ -132,6 +154,29 @@ struct sim_fixture {
         if (auto r = dev->write_csr(sm, s, "cur_seq_len", static_cast<std::uint32_t>(tokens.size())); !r) return r.error();
         if (auto r = dev->write_csr(sm, s, "past_kv_cur_seq_len", static_cast<std::uint32_t>(past)); !r) return r.error();
         return dev->infer(sm, s, seq);
+    }
+
+    // The batched decode protocol: one token per row (padding rows: token 0,
+    // position 0, CSRs left unwritten), then infer_rows.
+    result<job_id> submit_rows(const char* sm, slot s, const std::vector<seq_id>& rows,
+                               const std::vector<std::int32_t>& tokens) {
+        std::vector<std::int32_t> tok(rows.size(), 0), pos(rows.size(), 0);
+        if (auto r = dev->slice(sm, s, 1); !r) return r.error();
+        for (std::size_t b = 0; b < rows.size(); ++b) {
+            if (rows[b] == k_padding_row) continue;
+            tok[b] = tokens[b];
+            pos[b] = static_cast<std::int32_t>(dev->kv_length(rows[b]));
+        }
+        if (auto r = dev->write_input(sm, s, "token", std::as_bytes(std::span(tok))); !r) return r.error();
+        if (auto r = dev->write_input(sm, s, "position", std::as_bytes(std::span(pos))); !r) return r.error();
+        for (std::size_t b = 0; b < rows.size(); ++b) {
+            if (rows[b] == k_padding_row) continue;
+            const auto row = static_cast<std::int64_t>(b);
+            if (auto r = dev->write_csr_row(sm, s, "cur_seq_len", row, 1); !r) return r.error();
+            if (auto r = dev->write_csr_row(sm, s, "past_kv_cur_seq_len", row, static_cast<std::uint32_t>(pos[b])); !r)
+                return r.error();
+        }
+        return dev->infer_rows(sm, s, rows);
     }
 
     std::vector<float> logits(const char* sm, slot s) {

@@ -86,3 +86,35 @@ TEST_CASE("ctl: ccu_exception mid-stream is recovered, listed and counted, reset
     REQUIRE(d.stop() == 0);
     CHECK_FALSE(std::filesystem::exists(sock));
 }
+
+TEST_CASE("ctl: client_stall fires in the daemon: a slow consumer delays its stream, a vanished one is cut", "[e2e][faults]") {
+    auto sock = socket_path("client-stall");
+    const std::string preset = "tiny-dense-1chip";
+    daemon_process d({"--package", test_package_dir(preset).string(), "--served-model-name", "m", "--set",
+                      "log.level=warn", "--set", "device.sim.step_ms=5", "--control-socket", sock.string()});
+    REQUIRE(d.started());
+    auto prompt = random_prompt(31, 11);
+    const int n = 24;
+    auto expected = reference_text(d.port(), reference_greedy(package_model_dir(test_package_dir(preset)), prompt, n));
+
+    // Slow consumer: three writes each wait 20 ms first; the stream is intact.
+    ctl_result(sock, "fault arm client_stall --count 3 --delay-ms 20");
+    CHECK(sse_text(d.port(), prompt, n) == expected);
+    CHECK(metric(d.port(), "calserve_faults_total{point=\"client_stall\"}") == 3);
+    auto listed = ctl_result(sock, "fault list").at("faults").as_array();
+    REQUIRE(listed.size() == 1);
+    CHECK(listed.at(0).at("fires").to_number<int>() == 3);
+    CHECK(ctl_result(sock, "stats").at("fault_fires").at("client_stall").to_number<int>() == 3);
+
+    // Vanished consumer (delay 0): the connection is closed and the request cancelled.
+    ctl_result(sock, "fault clear");
+    ctl_result(sock, "fault arm client_stall --mode once");
+    auto cut = sse_text(d.port(), prompt, n);
+    CHECK(cut != expected);
+    CHECK(cut.rfind("cut: ", 0) == 0);
+    CHECK(metric(d.port(), "calserve_faults_total{point=\"client_stall\"}") == 4);
+    REQUIRE(wait_until([&] { return ctl_result(sock, "stats").at("in_flight").to_number<int>() == 0; }));
+    CHECK(metric(d.port(), "calserve_requests_total{outcome=\"cancelled\"}") >= 1);
+    CHECK(sse_text(d.port(), prompt, n) == expected);  // exhausted: the next stream is untouched
+    REQUIRE(d.stop() == 0);
+}

@@ -6,6 +6,8 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <string_view>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
@@ -38,14 +40,31 @@ bool ready(std::uint16_t port) {
 }
 }  // namespace
 
-daemon_process::daemon_process(std::vector<std::string> args) {
+daemon_process::daemon_process(std::vector<std::string> args, daemon_options options) {
     int out[2];
     if (::pipe(out) != 0) return;
+    int err[2] = {-1, -1};
+    if (options.stderr_pipe && ::pipe(err) != 0) return;
     pid_ = ::fork();
     if (pid_ == 0) {
+        if (options.nofile_limit > 0) {
+            rlimit rl{rlim_t(options.nofile_limit), rlim_t(options.nofile_limit)};
+            if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) ::_exit(126);
+        }
+        if (!options.stderr_path.empty()) {
+            int log_fd = ::open(options.stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+            if (log_fd < 0) ::_exit(126);
+            ::dup2(log_fd, STDERR_FILENO);
+            ::close(log_fd);
+        }
         ::dup2(out[1], STDOUT_FILENO);
         ::close(out[0]);
         ::close(out[1]);
+        if (options.stderr_pipe) {
+            ::dup2(err[1], STDERR_FILENO);
+            ::close(err[0]);
+            ::close(err[1]);
+        }
         std::string bin = calserve_binary().string();
         std::vector<char*> argv{bin.data(), const_cast<char*>("serve"), const_cast<char*>("--port"),
                                 const_cast<char*>("0")};
@@ -55,6 +74,10 @@ daemon_process::daemon_process(std::vector<std::string> args) {
         ::_exit(127);
     }
     ::close(out[1]);
+    if (options.stderr_pipe) {
+        ::close(err[1]);
+        stderr_fd_ = err[0];
+    }
     // The banner: "calserve: serving 'NAME' on http://HOST:PORT (...)".
     pollfd p{out[0], POLLIN, 0};
     std::string line;
@@ -72,12 +95,18 @@ daemon_process::daemon_process(std::vector<std::string> args) {
     if (line.find("http://") == std::string::npos || colon == std::string::npos) return;
     port_ = std::uint16_t(std::stoi(line.substr(colon + 1)));
     // Serving starts once the device is configured and warmed up: wait for /ready.
-    while (std::chrono::steady_clock::now() < deadline && !ready(port_))
+    while (options.wait_ready && std::chrono::steady_clock::now() < deadline && !ready(port_))
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
 
 daemon_process::~daemon_process() {
     if (exit_code_ == -2 && pid_ > 0) stop(SIGKILL, 10);
+    close_stderr();
+}
+
+void daemon_process::close_stderr() {
+    if (stderr_fd_ >= 0) ::close(stderr_fd_);
+    stderr_fd_ = -1;
 }
 
 void daemon_process::signal(int sig) {

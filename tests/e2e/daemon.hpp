@@ -8,9 +8,17 @@
 
 namespace calserve::test {
 
+// How the child is started beyond its arguments.
+struct daemon_options {
+    std::string stderr_path;     // the child's stderr (its log) goes to this file; empty = inherited
+    long nofile_limit = 0;       // RLIMIT_NOFILE set in the child before exec; 0 = inherited
+    bool stderr_pipe = false;    // the daemon's stderr goes to a pipe the test reads (or closes)
+    bool wait_ready = true;      // wait for /ready after the banner
+};
+
 class daemon_process {
 public:
-    explicit daemon_process(std::vector<std::string> args);
+    explicit daemon_process(std::vector<std::string> args, daemon_options options = {});
     ~daemon_process();
     daemon_process(const daemon_process&) = delete;
     daemon_process& operator=(const daemon_process&) = delete;
@@ -23,7 +31,15 @@ public:
     void signal(int sig);
     // Waits for the exit (bounded); returns the exit code, or -1 if still running.
     int wait_exit(int wait_seconds);
+    int pid() const { return pid_; }
+    // With stderr_pipe: closes the read end, so the daemon's next log write meets a
+    // pipe with no reader (EPIPE, or SIGPIPE if not ignored).
+    void close_stderr();
 
+private:
+    int stderr_fd_ = -1;
+
+public:
 private:
     int pid_ = -1;
     std::uint16_t port_ = 0;

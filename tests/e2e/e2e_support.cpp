@@ -34,6 +34,28 @@ std::vector<std::string> serve_args(const std::string& preset, std::vector<std::
     return args;
 }
 
+std::string sse_text(std::uint16_t port, const std::vector<std::int32_t>& prompt, int max_tokens) {
+    json::object o{{"model", "m"}, {"prompt", to_json(prompt)}, {"max_tokens", max_tokens}, {"temperature", 0},
+                   {"ignore_eos", true}, {"stream", true}};
+    http::response<http::string_body> res;
+    try {
+        res = post(port, "/v1/completions", json::serialize(o));
+    } catch (const std::exception& e) {
+        return std::string("cut: ") + e.what();
+    }
+    if (res.result_int() != 200) return "HTTP " + std::to_string(res.result_int()) + ": " + res.body();
+    auto events = sse_events(res.body());
+    if (!events || events->empty() || events->back() != "[DONE]") return "malformed stream: " + res.body();
+    std::string text;
+    for (std::size_t i = 0; i + 1 < events->size(); ++i) {
+        auto chunk = json::parse((*events)[i]).as_object();
+        if (chunk.contains("error")) return "error: " + (*events)[i];
+        auto& choices = chunk.at("choices").as_array();
+        if (!choices.empty()) text += std::string(choices.at(0).at("text").as_string());
+    }
+    return text;
+}
+
 double metric(std::uint16_t port, const std::string& series) {
     auto res = call(port, http::verb::get, "/metrics");
     auto pos = res.body().find("\n" + series + " ");

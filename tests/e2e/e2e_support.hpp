@@ -19,6 +19,10 @@ std::string completion_body(const std::vector<std::int32_t>& prompt, int max_tok
 // `--package <test package> --served-model-name m --set log.level=warn` plus `--set` for each extra.
 std::vector<std::string> serve_args(const std::string& preset, std::vector<std::string> extra = {});
 
+// A greedy streamed completion's text, or "HTTP n: ..." / "malformed stream: ..." /
+// "error: ..." / "cut: ..." (the connection ended before [DONE]).
+std::string sse_text(std::uint16_t port, const std::vector<std::int32_t>& prompt, int max_tokens);
+
 // One series' value from /metrics, or -1 when absent.
 double metric(std::uint16_t port, const std::string& series);
 

@@ -1,7 +1,9 @@
 // End-to-end `calserve soak --real`: a short wall-clock soak with fault injection
 // against a real daemon started with a control socket. The soak must finish with
 // exit 0, account for every request it sent, take samples, and see KV and
-// in-flight work back at 0; the daemon must still drain cleanly afterwards.
+// in-flight work back at 0; the daemon must still drain cleanly afterwards. With
+// the daemon's pid it also sends SIGHUPs among its hostile clients (connection
+// floods, streams never read), which the daemon must survive.
 // No timing is asserted (the machine is shared).
 #include <catch2/catch.hpp>
 #include <cstdio>
@@ -42,7 +44,7 @@ TEST_CASE("soak --real: a short run with faults keeps every request accounted fo
     const std::string cmd = "soak --real --url http://127.0.0.1:" +
                             std::to_string(d.port()) + " --control-socket " + sock.string() +
                             " --duration 8s --concurrency 4 --seed 3 --sample-interval 500ms --warmup 25% --out " +
-                            samples.string();
+                            samples.string() + " --daemon-pid " + std::to_string(d.pid());
     auto [out, rc] = run_calserve(cmd);
     INFO(out);
     CHECK(rc == 0);
@@ -54,6 +56,9 @@ TEST_CASE("soak --real: a short run with faults keeps every request accounted fo
     CHECK(field(out, "requests:", "unexpected") == 0);
     CHECK(field(out, "requests:", "completed") > 0);
     CHECK(field(out, "faults:", "armed") >= 1);
+    // Hostile clients: floods, unread streams and SIGHUPs happened; /health answered through all.
+    CHECK(field(out, "hostile:", "floods") + field(out, "hostile:", "never_read") + field(out, "hostile:", "hups") >= 1);
+    CHECK(field(out, "hostile:", "health_misses") == 0);
     CHECK(field(out, "settle:", "kv_blocks_used") == 0);
     CHECK(field(out, "settle:", "inflight_slots") == 0);
     CHECK(field(out, "settle:", "requests_running") == 0);

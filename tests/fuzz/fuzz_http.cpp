@@ -1,23 +1,27 @@
 // libFuzzer target fuzz_http_request: bytes as they arrive on a connection, through
 // the daemon's request path short of the socket. The session loop of
-// net/http_server.cpp is mirrored: Beast's request parser with the server's limits
+// net/http_session.cpp is mirrored: Beast's request parser with the server's limits
 // (net/request_path.hpp) reads requests one after another from the bytes (served
-// in small reads, so requests split across reads); an over-limit body is a 413 and
-// ends the connection; a WebSocket upgrade is checked for its key and ends it; any
-// other request goes through route dispatch: small routes answer, generation routes
-// admit the body (JSON, parameters, chat template, tokenizer, context check) and
-// submit to the stub engine, whose one token and finish are formatted as the
-// response. Every response is serialized as it would be written. Property: no
-// crash, leak, undefined behaviour or exception for any input.
+// in small reads, so requests split across reads), the head first, then the body;
+// what the parser refuses is answered as the session does (parse_refusal: 431 head
+// too large, 413 body too large, 400 malformed) and ends the connection, as does a
+// head refusal (400 HTTP/1.1 without Host); /v1/ws goes through the handshake and
+// key checks (ws_refusal) and ends it; any other request goes through route
+// dispatch: small routes answer (HEAD with the GET route's header only),
+// generation routes admit the body (JSON, parameters, chat template, tokenizer,
+// context check) and submit to the stub engine, whose one token and finish are
+// formatted as the response. Every response is serialized as it would be written.
+// Properties: no crash, leak, undefined behaviour or exception for any input; a
+// parser refusal is a 400, 413 or 431.
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
-#include <boost/beast/websocket/rfc6455.hpp>
 #include <cstddef>
 #include <cstdint>
 
 #include "net/openai_format.hpp"
 #include "net/request_path.hpp"
+#include "tests/fuzz/fuzz_check.hpp"
 #include "tests/fuzz/fuzz_support.hpp"
 
 namespace {
@@ -80,7 +84,7 @@ struct collect_sink final : actors::generation_sink {
     void on_finish(const actors::generation_result& r) override { finish = r; }
 };
 
-route_reply error_reply(const api_error& e) { return {map_status(e.code).http_status, error_json(e)}; }
+route_reply error_reply(const api_error& e) { return {http_status_of(e), error_json(e)}; }
 
 // What handle_generate answers for an admitted request, minus the socket.
 route_reply generate(http_server::impl& srv, api_kind kind, api_request& req) {
@@ -106,10 +110,19 @@ route_reply generate(http_server::impl& srv, api_kind kind, api_request& req) {
     return {200, builder.final_response(*sink->finish)};
 }
 
+// A refusal that ends the connection, written as the session writes it.
+void refuse(http_server::impl& srv, unsigned version, const api_error& e, const headers_list& extra, null_stream& out) {
+    auto res = make_refusal(srv.options, version, e, extra);
+    beast::error_code ec;
+    http::write(out, res, ec);
+}
+
 // One parsed request -> its reply; false when the connection would end here.
 bool answer(http_server::impl& srv, const http_request& req, null_stream& out) {
-    if (beast::websocket::is_upgrade(req) && req.target() == "/v1/ws") {
-        (void)srv.authorized(req);   // the session checks the key, then hands over to the WebSocket
+    std::string_view target = req.target();
+    if (target.substr(0, target.find('?')) == "/v1/ws") {
+        // Refused, or else the session hands the connection over to the WebSocket.
+        if (auto bad = ws_refusal(srv, req)) refuse(srv, req.version(), bad->first, bad->second, out);
         return false;
     }
     routed r = route_request(srv, req);
@@ -121,8 +134,39 @@ bool answer(http_server::impl& srv, const http_request& req, null_stream& out) {
     }
     auto res = make_response(req, srv.options, r.reply.status, std::move(r.reply.body), r.reply.content_type);
     beast::error_code ec;
-    http::write(out, res, ec);
+    if (req.method() == http::verb::head) {
+        http::response_serializer<http::string_body> sr{res};
+        http::write_header(out, sr, ec);
+    } else {
+        http::write(out, res, ec);
+    }
     return !ec && res.keep_alive();
+}
+
+// Reads one request as the session does (head, head checks, body); answers a refusal
+// itself. nullopt: the connection ends here.
+std::optional<http_request> read_request(http_server::impl& srv, memory_stream& conn, beast::flat_buffer& buffer,
+                                         null_stream& out) {
+    http::request_parser<http::string_body> parser;
+    limit_request_parser(parser, srv.options);
+    beast::error_code ec;
+    http::read_header(conn, buffer, parser, ec);
+    if (!ec) {
+        if (auto bad = head_refusal(parser.get())) {
+            refuse(srv, parser.get().version(), *bad, {}, out);
+            return std::nullopt;
+        }
+        if (!parser.is_done()) http::read(conn, buffer, parser, ec);
+    }
+    if (ec) {
+        if (auto refusal = parse_refusal(ec, srv.options)) {
+            const auto code = http_status_of(*refusal);
+            CALSERVE_FUZZ_CHECK(code == 400 || code == 413 || code == 431, refusal->message.c_str());
+            refuse(srv, parser.is_header_done() ? parser.get().version() : 11, *refusal, {}, out);
+        }
+        return std::nullopt;
+    }
+    return parser.release();
 }
 }  // namespace
 
@@ -134,22 +178,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     null_stream out;
     beast::flat_buffer buffer;
     for (std::size_t i = 0; i < k_max_requests; ++i) {
-        http::request_parser<http::string_body> parser;
-        limit_request_parser(parser, srv.options);
-        beast::error_code ec;
-        http::read(conn, buffer, parser, ec);
-        if (ec == http::error::body_limit) {   // 413, then the session closes
-            http_request req;
-            req.version(11);
-            req.keep_alive(false);
-            auto res = make_response(req, srv.options, 413, error_json(api_error{status::payload_too_large, "body", "too large"}),
-                                     "application/json");
-            http::write(out, res, ec);
-            break;
-        }
-        if (ec) break;
-        http_request req = parser.release();
-        if (!answer(srv, req, out)) break;
+        auto req = read_request(srv, conn, buffer, out);
+        if (!req || !answer(srv, *req, out)) break;
     }
     return 0;
 }

@@ -8,6 +8,7 @@ namespace calserve::fuzz {
 
 tokenizer_engine::tokenizer_engine(std::shared_ptr<const model::tokenizer> tok) : tok_(std::move(tok)) {
     card_ = actors::model_card{"fuzz-model", k_usable_context, tok_->vocab_size(), "sim"};
+    card_.max_prompt_bytes = tok_->max_text_bytes(k_usable_context - 1).value_or(0);   // as serving_engine
 }
 
 void_result tokenizer_engine::submit(actors::generation_request request, std::shared_ptr<actors::generation_sink> sink) {
@@ -30,6 +31,11 @@ void_result tokenizer_engine::submit(actors::generation_request request, std::sh
 
 result<std::vector<actors::token_id>> tokenizer_engine::encode(std::string_view text) const {
     return tok_->encode(text);
+}
+
+result<std::vector<actors::token_id>> tokenizer_engine::encode_prompt(std::string_view text,
+                                                                      std::int64_t max_tokens) const {
+    return tok_->encode(text, max_tokens);
 }
 
 result<std::string> tokenizer_engine::decode(const std::vector<actors::token_id>& ids) const {

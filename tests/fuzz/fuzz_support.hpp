@@ -15,7 +15,8 @@
 
 namespace calserve::fuzz {
 
-// encode/decode/chat template by the real tokenizer; submit answers at once on the
+// encode/decode/chat template by the real tokenizer, with the runtime's prompt bounds
+// (card max_prompt_bytes, encode_prompt's early context_overflow); submit answers at once on the
 // caller's thread: one token (the prompt's first) and a finish with reason length,
 // or a `queue_full` refusal for a prompt of more than k_stub_admit_tokens tokens.
 class tokenizer_engine final : public actors::engine {
@@ -29,6 +30,7 @@ public:
     const actors::model_card& card() const override { return card_; }
     actors::engine_health health() const override { return {true, true, "ready", 0, 0}; }
     result<std::vector<actors::token_id>> encode(std::string_view text) const override;
+    result<std::vector<actors::token_id>> encode_prompt(std::string_view text, std::int64_t max_tokens) const override;
     result<std::string> decode(const std::vector<actors::token_id>& ids) const override;
     result<std::string> apply_chat_template(const std::vector<actors::chat_message>& messages,
                                             bool add_generation_prompt) const override;
@@ -43,7 +45,8 @@ private:
 
 // A server's shared state as the route handlers see it: config defaults for every
 // limit (server.max_body_bytes, ws_write_queue, runtime.default_max_tokens) and the
-// API key k_api_key. One per process; the io_context is never run.
+// API key k_api_key. One per process; its io_context runs only inside ws_replies
+// (a generate waits for the tokenize pool).
 inline constexpr std::string_view k_api_key = "fuzz-key";
 struct fuzz_server {
     fuzz_server();

@@ -37,7 +37,7 @@ std::vector<mutant> mutants() {
          }},
         {"hash mismatch", "A_HASH_MISMATCH", [](auto& d) { edit(d, "hparam.yaml", "# golden", "# GOLDEN", false); }},
         {"address past its reservation", "C_ADDRESS_OUT_OF_RESERVATION",
-         [](auto& d) { edit(d, "Tiny-MoE_decode_op_io_buf_ptr.yaml", "addr: 0xc01a0000", "addr: 0x7fffc01a0000"); }},
+         [](auto& d) { edit(d, "Tiny-MoE_decode_op_io_buf_ptr.yaml", "addr: 0xc00a0000", "addr: 0x7fffc00a0000"); }},
         {"ping/pong alias", "C_PING_PONG_ALIAS", [](auto& d) { edit(d, k_dec, "pong=0xc004d000", "pong=0xc0002000"); }},
         {"ambiguous submodel name", "D_SUBMODEL_NAME_AMBIGUOUS",
          [](auto& d) { edit(d, k_pre, "smodel_name: tiny_moe_prefill_b1_c4096", "smodel_name: tiny_moe"); }},
@@ -127,7 +127,7 @@ TEST_CASE("validator: missing directory or manifest is unusable input, not a fin
 TEST_CASE("gate E: a device too small for the package fails capacity, per chip") {
     const auto dir = tp::pack_preset("tiny-moe-2chip", "pkg-small-device");
     mp::validate_options o;
-    o.limits.dram_bytes_per_chip = 64ull << 20;  // below params + KV + workspace + 256 MiB guard
+    o.limits.dram_bytes_per_chip = 128ull << 20;  // above the reservation, below it + 256 MiB guard
     auto r = mp::validate_package(dir, o);
     REQUIRE(r.ok());
     CHECK(r->status == "fail");

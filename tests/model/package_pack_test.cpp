@@ -15,7 +15,7 @@ namespace mp = calserve::model::package;
 namespace tp = calserve::test::pkg;
 namespace fs = std::filesystem;
 
-TEST_CASE("pack tiny-moe-2chip: 67 files, typed package, validates clean") {
+TEST_CASE("pack tiny-moe-2chip: 67 files plus 25 per extra decode profile, typed package, validates clean") {
     const auto dir = tp::pack_preset("tiny-moe-2chip", "pkg-tiny-moe");
     auto p = mp::load_package(dir);
     REQUIRE(p.ok());
@@ -23,9 +23,9 @@ TEST_CASE("pack tiny-moe-2chip: 67 files, typed package, validates clean") {
     CHECK(p->topo.tensor_parallel == 2);
     CHECK(p->vocab == 151936);
     CHECK(p->context == 4096);
-    CHECK(p->hashes.size() == 67);
-    CHECK(mp::expected_layout(*p).size() == 67);
-    REQUIRE(p->submodels.size() == 2);
+    CHECK(p->hashes.size() == 67 + 4 * 25);  // profiles 2, 4, 8, 16 beside the documented pair
+    CHECK(mp::expected_layout(*p).size() == 67 + 4 * 25);
+    REQUIRE(p->submodels.size() == 6);
     const auto* pre = p->find_role(mp::submodel_role::prefill);
     const auto* dec = p->find_role(mp::submodel_role::decode);
     REQUIRE(pre);
@@ -43,7 +43,7 @@ TEST_CASE("pack tiny-moe-2chip: 67 files, typed package, validates clean") {
     CHECK(dec->csr("past_kv_cur_seq_len")->offset == 0x1144);
     CHECK(p->kv.layers == 2);
     CHECK(p->kv.bytes_per_chip * 2 == p->kv.bytes_total);
-    CHECK(p->kv.bytes_total == p->kv.bytes_per_token_total() * 4096);
+    CHECK(p->kv.bytes_total == p->kv.bytes_per_token_total() * 4096 * 16);  // 16 sequences of 4096
     CHECK(fs::exists(p->reference_model_dir / "config.json"));
     CHECK(p->chips[0].param_bytes == fs::file_size(dir / "param_blk0.bin"));
     for (const auto& f : p->params) {  // segments tile each block, SRAM last
@@ -96,13 +96,13 @@ TEST_CASE("manifest, op map, command and binary forms round-trip") {
     CHECK(back->submodels[0].inputs[1].pong_addr == p.submodels[0].inputs[1].pong_addr);
     CHECK(back->params[1].chip_mask == 2);
 
-    auto ops = mp::build_op_map(*spec, p, mp::submodel_role::decode);
+    auto ops = mp::build_op_map(*spec, p, *p.find_role(mp::submodel_role::decode));
     auto ops_back = mp::parse_op_map_yaml(mp::write_op_map_yaml(ops));
     REQUIRE(ops_back.ok());
     CHECK(ops_back->ops.size() == ops.ops.size());
     CHECK(ops_back->ops.back().outputs[0].addr == ops.ops.back().outputs[0].addr);
 
-    auto cmds = mp::build_commands(*spec, p, mp::submodel_role::prefill, 0, "pld_cpu", "ping");
+    auto cmds = mp::build_commands(*spec, p, *p.find_role(mp::submodel_role::prefill), 0, "pld_cpu", "ping");
     auto text = mp::parse_commands_text(mp::write_commands_text(cmds));
     auto bin = mp::parse_commands_binary(mp::write_commands_binary(cmds));
     REQUIRE(text.ok());

@@ -20,6 +20,13 @@ TEST_CASE("qwen3 replica: pass_with_warnings with exactly the two documented def
     const auto dir = tp::pack_preset("qwen3-30b-a3b-2chip", "pkg-replica");
     CHECK(fs::file_size(dir / "param_blk0.bin") == 9404557312ull);
     CHECK(fs::file_size(dir / "param_blk1.bin") == 8782227456ull);
+    auto p = mp::load_package(dir);  // packed without --decode-batches: the documented batch-1 decode only
+    REQUIRE(p.ok());
+    REQUIRE(p->decode_profiles().size() == 1);
+    CHECK(p->decode_profiles().front()->name == "qwen3_30b_a3b_decode_b1_c40960");
+    CHECK(p->batch == 1);
+    CHECK(p->kv.batch == 1);
+    CHECK(p->reserved.dram_bytes == 15113064448ull);
     auto r = mp::validate_package(dir, {});
     REQUIRE(r.ok());
     INFO(r->to_json());

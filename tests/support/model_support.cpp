@@ -44,7 +44,7 @@ const std::filesystem::path& test_package_dir(const std::string& preset) {
         if (!std::filesystem::exists(tokenizer_dir() / "tokenizer.json"))
             FAIL("Qwen3 tokenizer missing at " << tokenizer_dir() << ": run tools/bootstrap");
         auto made = io::build_directory_atomically(
-            dir, [](const std::filesystem::path& d) { return std::filesystem::exists(d / "calserve-manifest.json"); },
+            dir, [&](const std::filesystem::path& d) { return model::package::pack_is_current(d, preset); },
             [&](const std::filesystem::path& d) -> void_result {
                 model::package::pack_options o;
                 o.preset = preset;

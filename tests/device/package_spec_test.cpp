@@ -1,0 +1,118 @@
+// The device's view of a package with decode batch profiles: package_spec_from lists every
+// decode submodel (batch-1 first), spec.batch is the largest profile, kv.slots the sequences
+// of full context the KV region holds; what the device cannot represent is refused.
+#include <catch2/catch.hpp>
+
+#include "device/package_spec.hpp"
+#include "model/package/pack.hpp"
+#include "tests/support/test_paths.hpp"
+
+using namespace calserve;
+using namespace calserve::device;
+namespace mp = calserve::model::package;
+
+namespace {
+const std::filesystem::path& tiny_moe_package() {
+    static const std::filesystem::path dir = [] {
+        mp::pack_options po;
+        po.preset = "tiny-moe-2chip";
+        po.out = test::scratch_dir("device-profiles") / "pkg";
+        po.tokenizer_dir = test::tokenizer_dir();
+        auto p = mp::pack(po);
+        REQUIRE(p.ok());
+        return p->root;
+    }();
+    return dir;
+}
+
+mp::package loaded() {
+    auto p = mp::load_package(tiny_moe_package());
+    REQUIRE(p.ok());
+    return *p;
+}
+
+mp::submodel& profile(mp::package& p, std::uint32_t batch) {
+    for (auto& m : p.submodels)
+        if (m.role == mp::submodel_role::decode && m.batch == batch) return m;
+    FAIL("no decode profile of batch " << batch);
+    return p.submodels.front();  // not reached: FAIL throws
+}
+}  // namespace
+
+TEST_CASE("package_spec lists every decode profile with [B,1] inputs, [B,1,vocab] logits and disjoint buffers") {
+    auto spec = package_spec_from_dir(tiny_moe_package());
+    REQUIRE(spec.ok());
+    CHECK(spec->batch == 16);
+    CHECK(spec->kv.slots == 16);
+    CHECK(spec->kv.capacity_tokens() == 16 * 4096);
+    REQUIRE(spec->submodels.size() == 6);
+    CHECK(spec->submodels[0].kind == submodel_kind::prefill);
+    CHECK(spec->submodels[0].batch == 1);
+    REQUIRE(spec->first_of(submodel_kind::decode) != nullptr);
+    CHECK(spec->first_of(submodel_kind::decode)->batch == 1);
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> profile_buffers;  // batch > 1 only
+    const std::int64_t batches[] = {1, 2, 4, 8, 16};
+    for (std::size_t i = 0; i < 5; ++i) {
+        const auto& d = spec->submodels[i + 1];
+        const std::int64_t b = batches[i];
+        INFO(d.name);
+        CHECK(d.kind == submodel_kind::decode);
+        CHECK(d.name == "tiny_moe_decode_b" + std::to_string(b) + "_c4096");
+        CHECK(spec->find(d.name) == &d);
+        CHECK(d.batch == b);
+        CHECK(d.max_tokens == 1);
+        REQUIRE(d.inputs.size() == 2);
+        CHECK(d.inputs[0].name == "token");
+        CHECK(d.inputs[0].shape == std::vector<std::int64_t>{b, 1});
+        CHECK(d.inputs[0].type == dtype::int32);
+        CHECK(d.inputs[1].shape == std::vector<std::int64_t>{b, 1});
+        REQUIRE(d.outputs.size() == 1);
+        CHECK(d.outputs[0].shape == std::vector<std::int64_t>{b, 1, spec->vocab_size});
+        CHECK(d.outputs[0].type == dtype::bf16);
+        REQUIRE(d.csrs.size() == 2);
+        CHECK(d.csrs[0].offset == 0x1104);
+        CHECK(d.csrs[1].offset == 0x1144);
+        if (b == 1) continue;
+        for (const auto& t : d.inputs) profile_buffers.insert(profile_buffers.end(), {{t.ping_address, t.bytes}, {t.pong_address, t.bytes}});
+        for (const auto& t : d.outputs) profile_buffers.insert(profile_buffers.end(), {{t.ping_address, t.bytes}, {t.pong_address, t.bytes}});
+    }
+    for (std::size_t i = 0; i < profile_buffers.size(); ++i)
+        for (std::size_t j = i + 1; j < profile_buffers.size(); ++j) {
+            const auto& [a, as] = profile_buffers[i];
+            const auto& [b, bs] = profile_buffers[j];
+            CHECK((a + as <= b || b + bs <= a));
+        }
+}
+
+TEST_CASE("package_spec refuses profiles the device cannot represent") {
+    SECTION("a batch-2 prefill") {
+        auto p = loaded();
+        p.submodels.front().batch = 2;
+        CHECK(package_spec_from(p).code() == status::unsupported);
+    }
+    SECTION("a decode profile above 16 rows") {
+        auto p = loaded();
+        profile(p, 16).batch = 32;
+        p.batch = 32;
+        CHECK(package_spec_from(p).code() == status::unsupported);
+    }
+    SECTION("token [2,1] in a batch-4 profile") {
+        auto p = loaded();
+        auto& token = profile(p, 4).inputs.front();
+        token.shape = {2, 1};
+        token.byte_size = 8;
+        CHECK(package_spec_from(p).code() == status::shape_mismatch);
+    }
+    SECTION("logits of one row in a batch-8 profile") {
+        auto p = loaded();
+        auto& logits = profile(p, 8).outputs.front();
+        logits.shape = {1, 1, p.vocab};
+        logits.byte_size = std::uint64_t{p.vocab} * 2;
+        CHECK(package_spec_from(p).code() == status::shape_mismatch);
+    }
+    SECTION("a manifest batch that is not the largest profile") {
+        auto p = loaded();
+        p.batch = 8;
+        CHECK(package_spec_from(p).code() == status::package_invalid);
+    }
+}

@@ -1,0 +1,135 @@
+// Batch invariance: a decode_batch row's logits equal that sequence decoded alone,
+// bit for bit (memcmp), whatever the batch size and the other rows; the kernels
+// underneath sum every vector of a batch exactly as the single-vector matvec does.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <numeric>
+
+#include "model/kernels.hpp"
+#include "tests/model/transformer_fixture.hpp"
+
+using namespace calserve;
+
+namespace {
+
+bool same_bits(const float* a, const float* b, std::size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
+
+// A weight matrix of `rows` x `cols` in `type`, filled with varied values.
+struct test_matrix {
+    std::vector<std::byte> bytes;
+    model::tensor_view view;
+
+    test_matrix(model::dtype type, std::int64_t rows, std::int64_t cols, unsigned seed) {
+        const std::size_t es = type == model::dtype::f32 ? 4 : 2;
+        bytes.resize(static_cast<std::size_t>(rows * cols) * es);
+        std::mt19937 gen(seed);
+        std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+        for (std::size_t i = 0; i < static_cast<std::size_t>(rows * cols); ++i) {
+            const float v = d(gen);
+            if (type == model::dtype::f32) {
+                std::memcpy(bytes.data() + i * 4, &v, 4);
+            } else {
+                const std::uint16_t h = type == model::dtype::bf16 ? model::f32_to_bf16_bits(v) : model::f32_to_f16_bits(v);
+                std::memcpy(bytes.data() + i * 2, &h, 2);
+            }
+        }
+        view = {type, rows, cols, cols, bytes.data()};
+    }
+};
+
+std::vector<float> random_floats(std::size_t n, unsigned seed) {
+    std::mt19937 gen(seed);
+    std::uniform_real_distribution<float> d(-2.0f, 2.0f);
+    std::vector<float> v(n);
+    for (auto& f : v) f = d(gen);
+    return v;
+}
+
+// Decodes `batch` sequences (ids[i]) together and their twins (ids[i] + 1000) one
+// at a time with the same tokens; every row must match its twin exactly.
+void check_batch_equals_alone(model::transformer& m, std::span<const model::seq_id> ids, unsigned seed) {
+    const auto v = static_cast<std::size_t>(m.shape().vocab_size);
+    const auto next = test::random_tokens(ids.size(), m.shape().vocab_size, seed);
+    std::vector<float> batched(ids.size() * v), alone(v);
+    REQUIRE(m.decode_batch(ids, next, batched).ok());
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        REQUIRE(m.decode(ids[i] + 1000, next[i], alone).ok());
+        INFO("batch " << ids.size() << " row " << i);
+        CHECK(same_bits(batched.data() + i * v, alone.data(), v));
+    }
+}
+
+void check_model(bool moe, const std::string& dtype, int tp) {
+    INFO("moe " << moe << " dtype " << dtype << " tp " << tp);
+    auto dir = test::write_small_model(std::string("batch-exact-") + (moe ? "moe-" : "dense-") + dtype,
+                                       test::small_config(moe), dtype);
+    auto m = test::load_model(dir, tp);
+    const auto v = static_cast<std::size_t>(m->shape().vocab_size);
+    constexpr std::size_t k_rows = 16;
+    std::vector<float> scratch(v);
+    std::vector<model::seq_id> all(k_rows);
+    for (std::size_t i = 0; i < k_rows; ++i) {
+        all[i] = 1 + i;
+        const auto prompt = test::random_tokens(1 + 3 * i, m->shape().vocab_size, static_cast<unsigned>(40 + i));
+        REQUIRE(m->prefill(all[i], prompt, scratch).ok());
+        REQUIRE(m->prefill(all[i] + 1000, prompt, scratch).ok());
+    }
+    // Every batch size, each over a different window of the 16 sequences.
+    for (std::size_t b = 1; b <= k_rows; ++b) {
+        std::vector<model::seq_id> ids;
+        for (std::size_t i = 0; i < b; ++i) ids.push_back(all[(5 * b + i) % k_rows]);
+        check_batch_equals_alone(*m, ids, static_cast<unsigned>(b));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("dot_rows_multi sums every vector exactly as dot_rows does", "[kernels][batch]") {
+    for (auto type : {model::dtype::f32, model::dtype::bf16, model::dtype::f16}) {
+        for (std::int64_t cols : {64, 1027, 3072}) {  // 1027: the 8-lane and scalar tails too
+            INFO("dtype " << static_cast<int>(type) << " cols " << cols);
+            test_matrix w(type, 37, cols, 5);
+            for (std::int64_t nvec = 1; nvec <= 20; ++nvec) {
+                const auto x = random_floats(static_cast<std::size_t>(nvec * cols), static_cast<unsigned>(nvec));
+                std::vector<float> multi(static_cast<std::size_t>(nvec * w.view.rows)), one(static_cast<std::size_t>(w.view.rows));
+                model::dot_rows_multi(w.view, 0, w.view.rows, x.data(), nvec, cols, multi.data(), w.view.rows);
+                for (std::int64_t k = 0; k < nvec; ++k) {
+                    model::dot_rows(w.view, 0, w.view.rows, x.data() + k * cols, one.data());
+                    INFO("nvec " << nvec << " vector " << k);
+                    CHECK(same_bits(multi.data() + k * w.view.rows, one.data(), one.size()));
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("linear in row_exact mode equals each row alone at any batch size", "[kernels][batch]") {
+    model::thread_pool pool(2);
+    test_matrix w(model::dtype::bf16, 300, 512, 9);
+    for (std::int64_t t : {1, 2, 7, 16, 17, 40}) {
+        const auto x = random_floats(static_cast<std::size_t>(t * 512), static_cast<unsigned>(t));
+        std::vector<float> y(static_cast<std::size_t>(t * 300)), one(300);
+        model::linear(pool, w.view, x.data(), t, 512, y.data(), 300, model::linear_mode::row_exact);
+        for (std::int64_t i = 0; i < t; ++i) {
+            model::linear(pool, w.view, x.data() + i * 512, 1, 512, one.data(), 300);
+            INFO("t " << t << " row " << i);
+            CHECK(same_bits(y.data() + i * 300, one.data(), 300));
+        }
+    }
+}
+
+TEST_CASE("dense: decode_batch rows equal decode alone bit for bit, batches 1..16", "[transformer][batch]") {
+    check_model(false, "f32", 1);
+    check_model(false, "bf16", 1);
+}
+
+TEST_CASE("moe: decode_batch rows equal decode alone bit for bit, batches 1..16", "[transformer][batch]") {
+    check_model(true, "f32", 1);
+    check_model(true, "bf16", 1);
+}
+
+TEST_CASE("tensor parallel 2: decode_batch rows equal decode alone bit for bit", "[transformer][batch]") {
+    check_model(false, "bf16", 2);
+    check_model(true, "bf16", 2);
+}
