@@ -3,9 +3,9 @@
 #include <spdlog/spdlog.h>
 
 namespace calserve {
-void invariant_failed(const char* expr, const std::string& message, std::source_location where) {
+void invariant_failed(const char* expr, const std::string& message, const char* file, int line) {
     std::string text = std::string("invariant violated: ") + expr + " (" + message + ") at " +
-                       where.file_name() + ":" + std::to_string(where.line());
+                       file + ":" + std::to_string(line);
     spdlog::error("{}", text);
     throw invariant_violation(text);
 }

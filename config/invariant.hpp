@@ -4,7 +4,6 @@
 //! catch it: in production the affected request or actor fails with
 //! `status::internal` and the process lives on; in tests and deterministic
 //! simulation the runtime records it as fatal so the test or seed fails.
-#include <source_location>
 #include <stdexcept>
 #include <string>
 
@@ -15,12 +14,13 @@ public:
     using std::logic_error::logic_error;
 };
 
-[[noreturn]] void invariant_failed(const char* expr, const std::string& message,
-                                   std::source_location where = std::source_location::current());
+// The call site comes from the macro (__FILE__/__LINE__), not std::source_location,
+// which clang 14 with libstdc++ 12 (the fuzz build) cannot compile.
+[[noreturn]] void invariant_failed(const char* expr, const std::string& message, const char* file, int line);
 
 }  // namespace calserve
 
 #define CALSERVE_INVARIANT(cond, message)                                  \
     do {                                                                   \
-        if (!(cond)) [[unlikely]] ::calserve::invariant_failed(#cond, (message)); \
+        if (!(cond)) [[unlikely]] ::calserve::invariant_failed(#cond, (message), __FILE__, __LINE__); \
     } while (0)

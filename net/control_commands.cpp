@@ -215,6 +215,11 @@ std::string handle_control_line(control_target& target, std::string_view line) {
     }
     const auto& o = v.get_object();
     json::value id = o.contains("id") ? o.at("id") : json::value(nullptr);
+    // A number past the double range parses as infinity, which JSON cannot write back:
+    // echoing it would make the reply line invalid JSON.
+    if (id.is_double() && !std::isfinite(id.get_double())) {
+        return respond(nullptr, bad("id", "expected a string, a finite number or null"));
+    }
     const auto* cmd = arg(o, "cmd");
     if (!cmd || !cmd->is_string()) return respond(id, bad("cmd", "expected a command name"));
     for (const auto& c : k_commands) {

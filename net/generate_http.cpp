@@ -13,7 +13,7 @@
 #include <boost/json.hpp>
 
 #include "net/openai_format.hpp"
-#include "net/server_impl.hpp"
+#include "net/request_path.hpp"
 
 namespace calserve::net {
 using namespace boost::asio::experimental::awaitable_operators;
@@ -73,6 +73,15 @@ std::variant<api_request, api_error> admit_request(http_server::impl& srv, api_k
     if (work.refused_by_bytes) srv.metrics.tokenize_refused.inc();
     if (err) return *err;
     return std::move(req);
+}
+
+std::variant<api_request, api_error> admit_body(http_server::impl& srv, api_kind kind, std::string_view body,
+                                                double& tokenize_s) {
+    boost::system::error_code ec;
+    auto v = boost::json::parse(body, ec);
+    if (ec) return field_error("body", "invalid JSON (" + ec.message() + ")", status::parse_error);
+    if (!v.is_object()) return field_error("body", "expected a JSON object", status::parse_error);
+    return admit_request(srv, kind, v.get_object(), tokenize_s);
 }
 
 namespace {
@@ -346,11 +355,7 @@ asio::awaitable<bool> handle_generate(http_exchange& ex, api_kind kind) {
     const std::string* text = &ex.req.body();  // the exchange outlives this await
     auto done = co_await srv.prompt_pool->run<outcome>([s, kind, text] {
         outcome o;
-        boost::system::error_code jec;
-        auto body = boost::json::parse(*text, jec);
-        if (jec) o.admitted = field_error("body", "invalid JSON (" + jec.message() + ")", status::parse_error);
-        else if (!body.is_object()) o.admitted = field_error("body", "expected a JSON object", status::parse_error);
-        else o.admitted = admit_request(*s, kind, body.get_object(), o.tokenize_s);
+        o.admitted = admit_body(*s, kind, *text, o.tokenize_s);
         return o;
     });
     admission admitted = done ? std::move(done->admitted) : admission{pool_full()};

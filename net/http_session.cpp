@@ -17,12 +17,11 @@
 #include <boost/beast/websocket/rfc6455.hpp>
 #include <chrono>
 
-#include "net/server_impl.hpp"
+#include "net/request_path.hpp"
 
 namespace calserve::net {
 
 namespace {
-constexpr std::size_t k_header_limit = 16 * 1024;   // request line + headers
 constexpr std::size_t k_first_read = 4096;          // the first read of a kept-alive request
 constexpr std::size_t k_linger_chunk = 64 * 1024;   // one read of input dropped while lingering
 constexpr std::size_t k_ws_key_size = 24;           // base64 of the 16-byte Sec-WebSocket-Key
@@ -46,9 +45,9 @@ api_error with_http_status(api_error e, unsigned http_status) {
     return e;
 }
 
-// The answer to a request the parser refused, or nullopt when the connection just ended
-// (EOF before or inside a request, a timeout, a reset): nobody is there to answer.
-std::optional<api_error> refusal_for(const beast::error_code& ec, const server_options& o) {
+}  // namespace
+
+std::optional<api_error> parse_refusal(const beast::error_code& ec, const server_options& o) {
     if (ec == http::error::body_limit) {
         return field_error(
             "body", "larger than server.max_body_bytes (" + std::to_string(o.max_body_bytes) + " bytes)",
@@ -57,7 +56,7 @@ std::optional<api_error> refusal_for(const beast::error_code& ec, const server_o
     if (ec == http::error::header_limit) {
         return with_http_status(
             api_error{status::invalid_argument, {},
-                      "request line and headers larger than " + std::to_string(k_header_limit) + " bytes"},
+                      "request line and headers larger than " + std::to_string(k_header_limit_bytes) + " bytes"},
             431);
     }
     if (ec.category() != http::make_error_code(http::error::bad_method).category()) return std::nullopt;
@@ -65,22 +64,36 @@ std::optional<api_error> refusal_for(const beast::error_code& ec, const server_o
     return api_error{status::parse_error, {}, "malformed HTTP request: " + ec.message()};
 }
 
-// An answer that ends the connection: Connection: close, the JSON error body.
-// Arguments by value and named at the call: no temporary may live across a suspension.
-asio::awaitable<void> send_refusal(beast::tcp_stream& stream, const http_server::impl& srv, unsigned version,
-                                   api_error e, headers_list extra) {
+http::response<http::string_body> make_refusal(const server_options& o, unsigned version, const api_error& e,
+                                               const headers_list& extra) {
     http::response<http::string_body> res;
     res.version(version == 10 ? 10 : 11);
     res.result(http_status_of(e));
     res.set(http::field::server, "calserve");
     res.set(http::field::content_type, "application/json");
     if (map_status(e.code).retry_after) {
-        res.set(http::field::retry_after, std::to_string(srv.options.retry_after.count()));
+        res.set(http::field::retry_after, std::to_string(o.retry_after.count()));
     }
     for (const auto& [name, value] : extra) res.set(name, value);
     res.keep_alive(false);
     res.body() = error_json(e);
     res.prepare_payload();
+    return res;
+}
+
+std::optional<api_error> head_refusal(const http_request& head) {
+    if (head.version() >= 11 && head.find(http::field::host) == head.end()) {
+        return field_error("Host", "required in HTTP/1.1 requests", status::parse_error);
+    }
+    return std::nullopt;
+}
+
+namespace {
+// An answer that ends the connection: Connection: close, the JSON error body.
+// Arguments by value and named at the call: no temporary may live across a suspension.
+asio::awaitable<void> send_refusal(beast::tcp_stream& stream, const http_server::impl& srv, unsigned version,
+                                   api_error e, headers_list extra) {
+    auto res = make_refusal(srv.options, version, e, extra);
     stream.expires_after(srv.options.write_timeout);
     auto [ec, n] = co_await http::async_write(stream, res, asio::as_tuple(use_awaitable));
     (void)ec;
@@ -127,6 +140,17 @@ std::optional<std::pair<api_error, headers_list>> ws_handshake_error(const http_
     return std::nullopt;
 }
 
+}  // namespace
+
+std::optional<std::pair<api_error, headers_list>> ws_refusal(const http_server::impl& srv, const http_request& req) {
+    auto bad = ws_handshake_error(req);
+    if (!bad && !srv.authorized(req)) {
+        bad.emplace(api_error{status::unauthorized, {}, "missing or wrong API key"}, headers_list{});
+    }
+    return bad;
+}
+
+namespace {
 // Waits for a kept-alive connection's next request (idle_timeout); false when it ended.
 asio::awaitable<bool> wait_next_request(beast::tcp_stream& stream, beast::flat_buffer& buffer,
                                         const server_options& o) {
@@ -145,10 +169,7 @@ asio::awaitable<after> on_request(std::shared_ptr<http_server::impl> srv, std::u
     http_exchange ex{srv, conn_id, *stream, buffer, req, steady_clock::now(), unix_now()};
     std::string_view target = req.target();
     if (target.substr(0, target.find('?')) == "/v1/ws") {
-        auto bad = ws_handshake_error(req);
-        if (!bad && !srv->authorized(req)) {
-            bad.emplace(api_error{status::unauthorized, {}, "missing or wrong API key"}, headers_list{});
-        }
+        auto bad = ws_refusal(*srv, req);
         if (bad) {
             co_await send_refusal(*stream, *srv, req.version(), bad->first, bad->second);
             co_return after::close;
@@ -169,24 +190,21 @@ asio::awaitable<after> serve_one(std::shared_ptr<http_server::impl> srv, std::ui
     if (!st.first && !co_await wait_next_request(*stream, buffer, o)) co_return after::close;
     st.first = false;
     http::request_parser<http::string_body> parser;
-    parser.header_limit(k_header_limit);
-    parser.body_limit(o.max_body_bytes);
+    limit_request_parser(parser, o);
     stream->expires_after(o.header_timeout);
     auto [ec, n] = co_await http::async_read_header(*stream, buffer, parser, asio::as_tuple(use_awaitable));
     (void)n;
     stream->expires_never();
     if (ec) {
-        auto refusal = refusal_for(ec, o);
+        auto refusal = parse_refusal(ec, o);
         if (!refusal) co_return after::close;
         if (refusal->code == status::payload_too_large) srv->metrics.requests(actors::metrics::outcome::rejected).inc();
         co_await send_refusal(*stream, *srv, 11, *refusal, {});
         co_return after::linger;
     }
     const auto& head = parser.get();
-    std::optional<api_error> refusal;
-    if (head.version() >= 11 && head.find(http::field::host) == head.end()) {
-        refusal = field_error("Host", "required in HTTP/1.1 requests", status::parse_error);
-    } else if (st.overflow && !is_probe(head)) {
+    std::optional<api_error> refusal = head_refusal(head);
+    if (!refusal && st.overflow && !is_probe(head)) {
         srv->connections_refused.inc();
         refusal = api_error{status::not_ready, {},
                             "server at its connection limit (server.max_connections = " +
@@ -209,7 +227,7 @@ asio::awaitable<after> serve_one(std::shared_ptr<http_server::impl> srv, std::ui
         (void)bn;
         stream->expires_never();
         if (bec) {
-            auto body_refusal = refusal_for(bec, o);
+            auto body_refusal = parse_refusal(bec, o);
             if (!body_refusal) co_return after::close;
             co_await send_refusal(*stream, *srv, parser.get().version(), *body_refusal, {});
             co_return after::linger;

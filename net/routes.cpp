@@ -6,34 +6,31 @@
 #include <boost/beast/http/write.hpp>
 #include <boost/json.hpp>
 
-#include "net/server_impl.hpp"
+#include "net/request_path.hpp"
 
 namespace calserve::net {
 namespace json = boost::json;
 
 namespace {
-using handler_fn = asio::awaitable<bool> (*)(http_exchange&);
+using handler_fn = route_reply (*)(http_server::impl&, const http_request&);
 
+// A route: a small route's handler builds its reply synchronously; a generation
+// route has no handler and is answered by handle_generate.
 struct route {
     http::verb method;
     std::string_view path;
     handler_fn handler;
+    std::optional<api_kind> generate;
     bool open;   // reachable without the API key
 };
 
-// A finished answer of a small route. Handlers build it synchronously and one
-// co_await sends it (named, so no temporary lives across the suspension).
-struct reply {
-    unsigned status = 200;
-    std::string body;
-    std::string_view content_type = "application/json";
-};
+using reply = route_reply;
 
 reply error_reply(const api_error& e) { return reply{map_status(e.code).http_status, error_json(e)}; }
 
-std::optional<json::object> body_object(const http_exchange& ex, api_error& err) {
+std::optional<json::object> body_object(const http_request& req, api_error& err) {
     boost::system::error_code ec;
-    json::value v = json::parse(ex.req.body(), ec);
+    json::value v = json::parse(req.body(), ec);
     if (ec) {
         err = field_error("body", "invalid JSON (" + ec.message() + ")", status::parse_error);
         return std::nullopt;
@@ -45,37 +42,37 @@ std::optional<json::object> body_object(const http_exchange& ex, api_error& err)
     return std::move(v.get_object());
 }
 
-reply models(http_exchange& ex) {
-    const auto& card = ex.server->engine.card();
+reply models(http_server::impl& srv, const http_request&) {
+    const auto& card = srv.engine.card();
     json::object m{{"id", card.name},        {"object", "model"},          {"created", 0},
                    {"owned_by", "calserve"}, {"max_model_len", card.usable_context}};
     json::object out{{"object", "list"}, {"data", json::array{m}}};
     return reply{200, json::serialize(out)};
 }
 
-reply tokenize(http_exchange& ex) {
+reply tokenize(http_server::impl& srv, const http_request& req) {
     api_error err;
-    auto body = body_object(ex, err);
+    auto body = body_object(req, err);
     if (!body) return error_reply(err);
     const auto* prompt = body->if_contains("prompt");
     if (!prompt || !prompt->is_string()) return error_reply(field_error("prompt", "expected a string"));
-    auto ids = ex.server->engine.encode(prompt->get_string());
+    auto ids = srv.engine.encode(prompt->get_string());
     if (!ids) return error_reply(from_error_info(ids.error()));
     json::array tokens;
     for (auto id : *ids) tokens.emplace_back(id);
-    json::object out{{"count", ids->size()}, {"max_model_len", ex.server->engine.card().usable_context}};
+    json::object out{{"count", ids->size()}, {"max_model_len", srv.engine.card().usable_context}};
     out["tokens"] = std::move(tokens);
     return reply{200, json::serialize(out)};
 }
 
-reply detokenize(http_exchange& ex) {
+reply detokenize(http_server::impl& srv, const http_request& req) {
     api_error err;
-    auto body = body_object(ex, err);
+    auto body = body_object(req, err);
     if (!body) return error_reply(err);
     const auto* tokens = body->if_contains("tokens");
     if (!tokens || !tokens->is_array()) return error_reply(field_error("tokens", "expected an array of token ids"));
     std::vector<actors::token_id> ids;
-    const auto vocab = ex.server->engine.card().vocab_size;
+    const auto vocab = srv.engine.card().vocab_size;
     for (std::size_t i = 0; i < tokens->get_array().size(); ++i) {
         const auto& t = tokens->get_array()[i];
         if (!t.is_int64() || t.get_int64() < 0 || (vocab > 0 && t.get_int64() >= vocab)) {
@@ -83,15 +80,15 @@ reply detokenize(http_exchange& ex) {
         }
         ids.push_back(static_cast<actors::token_id>(t.get_int64()));
     }
-    auto text = ex.server->engine.decode(ids);
+    auto text = srv.engine.decode(ids);
     if (!text) return error_reply(from_error_info(text.error()));
     json::object out;
     out["prompt"] = std::move(*text);
     return reply{200, json::serialize(out)};
 }
 
-reply health(http_exchange& ex) {
-    auto h = ex.server->engine.health();
+reply health(http_server::impl& srv, const http_request&) {
+    auto h = srv.engine.health();
     json::object out{{"status", h.healthy ? "ok" : "unhealthy"},
                      {"device_state", h.device_state},
                      {"running", h.running},
@@ -99,56 +96,49 @@ reply health(http_exchange& ex) {
     return reply{h.healthy ? 200u : 503u, json::serialize(out)};
 }
 
-reply ready(http_exchange& ex) {
-    const bool ok = ex.server->accepting_work();
-    json::object out{{"ready", ok}, {"draining", ex.server->draining.load()}};
+reply ready(http_server::impl& srv, const http_request&) {
+    const bool ok = srv.accepting_work();
+    json::object out{{"ready", ok}, {"draining", srv.draining.load()}};
     return reply{ok ? 200u : 503u, json::serialize(out)};
 }
 
-reply metrics(http_exchange& ex) {
-    return reply{200, ex.server->metrics.families.render(), "text/plain; version=0.0.4; charset=utf-8"};
+reply metrics(http_server::impl& srv, const http_request&) {
+    return reply{200, srv.metrics.families.render(), "text/plain; version=0.0.4; charset=utf-8"};
 }
-
-asio::awaitable<bool> send_reply(http_exchange& ex, reply& r) {
-    co_return co_await send_response(ex, r.status, std::move(r.body), r.content_type);
-}
-
-template <reply (*fn)(http_exchange&)>
-asio::awaitable<bool> sync_route(http_exchange& ex) {
-    reply r = fn(ex);
-    co_return co_await send_reply(ex, r);
-}
-
-asio::awaitable<bool> on_completions(http_exchange& ex) { return handle_generate(ex, api_kind::completion); }
-asio::awaitable<bool> on_chat(http_exchange& ex) { return handle_generate(ex, api_kind::chat); }
 
 // The whole HTTP surface. /v1/ws (WebSocket upgrade) is taken before dispatch
 // (net/http_session.cpp). Every GET route also answers HEAD.
 constexpr route k_routes[] = {
-    {http::verb::post, "/v1/completions", on_completions, false},
-    {http::verb::post, "/v1/chat/completions", on_chat, false},
-    {http::verb::get, "/v1/models", sync_route<models>, false},
-    {http::verb::post, "/tokenize", sync_route<tokenize>, false},
-    {http::verb::post, "/detokenize", sync_route<detokenize>, false},
-    {http::verb::get, "/health", sync_route<health>, true},
-    {http::verb::get, "/ready", sync_route<ready>, true},
-    {http::verb::get, "/metrics", sync_route<metrics>, false},
+    {http::verb::post, "/v1/completions", nullptr, api_kind::completion, false},
+    {http::verb::post, "/v1/chat/completions", nullptr, api_kind::chat, false},
+    {http::verb::get, "/v1/models", models, std::nullopt, false},
+    {http::verb::post, "/tokenize", tokenize, std::nullopt, false},
+    {http::verb::post, "/detokenize", detokenize, std::nullopt, false},
+    {http::verb::get, "/health", health, std::nullopt, true},
+    {http::verb::get, "/ready", ready, std::nullopt, true},
+    {http::verb::get, "/metrics", metrics, std::nullopt, false},
 };
 }  // namespace
 
-asio::awaitable<bool> send_response(http_exchange& ex, unsigned status_code, std::string body,
-                                    std::string_view content_type) {
+http::response<http::string_body> make_response(const http_request& req, const server_options& o,
+                                                unsigned status_code, std::string body, std::string_view content_type) {
     http::response<http::string_body> res;
-    res.version(ex.req.version() == 0 ? 11 : ex.req.version());
+    res.version(req.version() == 0 ? 11 : req.version());
     res.result(status_code);
     res.set(http::field::server, "calserve");
     res.set(http::field::content_type, content_type);
     if (status_code == 429 || status_code == 503) {
-        res.set(http::field::retry_after, std::to_string(ex.server->options.retry_after.count()));
+        res.set(http::field::retry_after, std::to_string(o.retry_after.count()));
     }
-    res.keep_alive(ex.req.keep_alive());
+    res.keep_alive(req.keep_alive());
     res.body() = std::move(body);
     res.prepare_payload();
+    return res;
+}
+
+asio::awaitable<bool> send_response(http_exchange& ex, unsigned status_code, std::string body,
+                                    std::string_view content_type) {
+    auto res = make_response(ex.req, ex.server->options, status_code, std::move(body), content_type);
     ex.stream.expires_after(ex.server->options.write_timeout);
     beast::error_code ec;
     if (ex.req.method() == http::verb::head) {  // the GET answer's headers, Content-Length included, no body
@@ -169,11 +159,11 @@ asio::awaitable<bool> send_error(http_exchange& ex, const api_error& e) {
     co_return co_await send_response(ex, http_status_of(e), error_json(e));
 }
 
-asio::awaitable<bool> dispatch(http_exchange& ex) {
-    std::string_view target = ex.req.target();
+routed route_request(http_server::impl& srv, const http_request& req) {
+    std::string_view target = req.target();
     std::string_view path = target.substr(0, target.find('?'));
     // HEAD is answered by the GET route (send_response leaves the body out).
-    const auto method = ex.req.method() == http::verb::head ? http::verb::get : ex.req.method();
+    const auto method = req.method() == http::verb::head ? http::verb::get : req.method();
     const route* by_path = nullptr;
     const route* match = nullptr;
     for (const auto& r : k_routes) {
@@ -181,17 +171,22 @@ asio::awaitable<bool> dispatch(http_exchange& ex) {
         by_path = &r;
         if (r.method == method) match = &r;
     }
-    reply refusal;
     if (!match && by_path) {
-        refusal = reply{405, error_json(api_error{status::invalid_argument, "method", "method not allowed on this route"})};
-    } else if (!match) {
-        refusal = error_reply(api_error{status::not_found, {}, "no route " + std::string(path)});
-    } else if (!match->open && !ex.server->authorized(ex.req)) {
-        refusal = error_reply(api_error{status::unauthorized, {}, "missing or wrong API key"});
-    } else {
-        co_return co_await match->handler(ex);
+        return {std::nullopt,
+                reply{405, error_json(api_error{status::invalid_argument, "method", "method not allowed on this route"})}};
     }
-    co_return co_await send_reply(ex, refusal);
+    if (!match) return {std::nullopt, error_reply(api_error{status::not_found, {}, "no route " + std::string(path)})};
+    if (!match->open && !srv.authorized(req)) {
+        return {std::nullopt, error_reply(api_error{status::unauthorized, {}, "missing or wrong API key"})};
+    }
+    if (match->generate) return {match->generate, {}};
+    return {std::nullopt, match->handler(srv, req)};
+}
+
+asio::awaitable<bool> dispatch(http_exchange& ex) {
+    routed r = route_request(*ex.server, ex.req);
+    if (r.generate) co_return co_await handle_generate(ex, *r.generate);
+    co_return co_await send_response(ex, r.reply.status, std::move(r.reply.body), r.reply.content_type);
 }
 
 }  // namespace calserve::net

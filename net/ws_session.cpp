@@ -19,16 +19,19 @@
 // Server stop: the channel is shut down; every running stream gets an `error`
 // (503 "server shutting down") and the socket a close frame 1001 (going away).
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/websocket.hpp>
 #include <boost/json.hpp>
+#include <exception>
 #include <unordered_map>
 
 #include "net/openai_format.hpp"
-#include "net/server_impl.hpp"
+#include "net/request_path.hpp"
 
 namespace calserve::net {
 using namespace boost::asio::experimental::awaitable_operators;
@@ -333,6 +336,64 @@ asio::awaitable<void> run_websocket(std::shared_ptr<http_server::impl> srv, std:
         beast::error_code ignored;
         s.ws->next_layer().socket().shutdown(tcp::socket::shutdown_both, ignored);
     }
+}
+
+namespace {
+// ws_replies' reader and writer in one: each message handed to the session, then
+// everything it queued taken, rendered and released as ws_writer does.
+asio::awaitable<void> feed_messages(ws_session& s, const std::vector<std::string_view>& messages,
+                                    std::vector<std::string>& out) {
+    std::vector<stream_event> events;
+    std::vector<std::uint64_t> over;
+    std::vector<std::string> extra;
+    for (auto text : messages) {
+        s.on_message(text);
+        for (;;) {   // until rendering queues nothing more (a finish queues its `done`)
+            events.clear();
+            over.clear();
+            s.channel->take(events, over);
+            if (events.empty() && over.empty()) break;
+            for (auto key : over) {
+                auto it = s.streams.find(key);
+                if (it == s.streams.end()) continue;
+                s.srv->engine.cancel(it->second.request_id);
+                api_error e{status::queue_full, {}, "client too slow: WebSocket write queue full, stream cancelled"};
+                s.end_stream(key, nullptr, &e);
+            }
+            for (const auto& ev : events) {
+                extra.clear();
+                std::string msg = s.render(ev, extra);
+                if (!msg.empty()) out.push_back(std::move(msg));
+                out.insert(out.end(), extra.begin(), extra.end());
+                s.channel->release(ev.bytes);
+            }
+        }
+    }
+    co_return;
+}
+}  // namespace
+
+std::vector<std::string> ws_replies(std::shared_ptr<http_server::impl> srv,
+                                    const std::vector<std::string_view>& messages) {
+    ws_session s;
+    s.srv = std::move(srv);
+    auto& ioc = s.srv->ioc;
+    s.channel = std::make_shared<stream_channel>(ioc.get_executor(), s.srv->options.write_queue,
+                                                 s.srv->options.ws_queue_bytes, &s.srv->ws_queued_bytes);
+    std::vector<std::string> out;
+    std::exception_ptr failed;
+    // Held until the feed ends: the io_context has no other work while a prompt is on the pool.
+    auto work = asio::make_work_guard(ioc);
+    asio::co_spawn(ioc, feed_messages(s, messages, out), [&](std::exception_ptr e) {
+        failed = e;
+        work.reset();
+    });
+    ioc.restart();
+    ioc.run();
+    s.channel->close();
+    for (auto& [key, st] : s.streams) s.srv->engine.cancel(st.request_id);
+    if (failed) std::rethrow_exception(failed);
+    return out;
 }
 
 }  // namespace calserve::net

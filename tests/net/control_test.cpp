@@ -248,3 +248,17 @@ TEST_CASE("calserve ctl drives the control socket") {
     CHECK(run_calserve(base + "stats").second.find("running: 2") != std::string::npos);
     CHECK(run_calserve(base + "fault arm no_such_point").first == 1);
 }
+
+TEST_CASE("A control id past the double range is refused, and the reply stays valid JSON") {
+    fake_target t;
+    // Found by fuzz_control_line: the id parsed as infinity and was echoed as `Infinity`.
+    const std::string reply = net::handle_control_line(t, R"({"cmd":"drain","id":1e3087})");
+    boost::system::error_code ec;
+    auto v = json::parse(reply, ec);
+    REQUIRE_FALSE(ec);
+    CHECK(v.at("ok") == false);
+    CHECK(v.at("id").is_null());
+    CHECK(v.at("error").at("param") == "id");
+    CHECK(call_line(t, R"({"cmd":"drain","id":-1e400})").at("error").at("code") == "invalid_argument");
+    CHECK(call_line(t, R"({"cmd":"drain","id":1.5})").at("id") == 1.5);
+}
