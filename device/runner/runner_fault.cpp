@@ -153,7 +153,8 @@ std::vector<scenario> scenarios() {
              return c.dev.slice(sm.name, slot::ping, sm.max_tokens + 1);
          }},
         {"kv_full", status::kv_full, false, kv_full},
-        {"submit_busy_queue_full", status::submit_busy, true, queue_full},
+        // The first job runs 500 ms longer, so the third infer meets both slots busy on any machine.
+        {"submit_busy_queue_full", status::submit_busy, true, armed(fault_point::slow_infer, queue_full, 500)},
         {"submit_busy", status::submit_busy, false, armed(fault_point::submit_busy, [](fault_ctx& c) { return one_prefill(c); })},
         {"wait_timeout", status::wait_timeout, true, armed(fault_point::wait_timeout, prefill_bounded_wait)},
         {"ccu_exception", status::ccu_exception, true, armed(fault_point::ccu_exception, prefill_bounded_wait)},
