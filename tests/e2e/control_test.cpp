@@ -18,26 +18,6 @@ using namespace calserve;
 using namespace calserve::test;
 namespace json = boost::json;
 
-namespace {
-
-std::string stream_text(std::uint16_t port, const std::vector<std::int32_t>& prompt, int max_tokens) {
-    json::object o{{"model", "m"}, {"prompt", to_json(prompt)}, {"max_tokens", max_tokens}, {"temperature", 0},
-                   {"ignore_eos", true}, {"stream", true}};
-    auto res = post(port, "/v1/completions", json::serialize(o));
-    if (res.result_int() != 200) return "HTTP " + std::to_string(res.result_int()) + ": " + res.body();
-    auto events = sse_events(res.body());
-    if (!events || events->empty() || events->back() != "[DONE]") return "malformed stream: " + res.body();
-    std::string text;
-    for (std::size_t i = 0; i + 1 < events->size(); ++i) {
-        auto chunk = json::parse((*events)[i]).as_object();
-        if (chunk.contains("error")) return "error: " + (*events)[i];
-        auto& choices = chunk.at("choices").as_array();
-        if (!choices.empty()) text += std::string(choices.at(0).at("text").as_string());
-    }
-    return text;
-}
-
-}  // namespace
 
 TEST_CASE("ctl: ccu_exception mid-stream is recovered, listed and counted, reset and drain", "[e2e]") {
     auto sock = socket_path("control-socket");
@@ -52,7 +32,7 @@ TEST_CASE("ctl: ccu_exception mid-stream is recovered, listed and counted, reset
     const int n = 64;
     auto expected = reference_text(d.port(), reference_greedy(package_model_dir(test_package_dir(preset)), prompt, n));
 
-    auto stream = std::async(std::launch::async, [&] { return stream_text(d.port(), prompt, n); });
+    auto stream = std::async(std::launch::async, [&] { return sse_text(d.port(), prompt, n); });
     REQUIRE(wait_until([&] { return ctl_result(sock, "stats").at("in_flight").to_number<int>() > 0; }));
     auto armed = ctl_result(sock, "fault arm ccu_exception --count 1");
     CHECK(armed.at("arm_id").to_number<int>() >= 1);
@@ -72,7 +52,7 @@ TEST_CASE("ctl: ccu_exception mid-stream is recovered, listed and counted, reset
     ctl_result(sock, "device reset");
     REQUIRE(wait_until([&] { return metric(d.port(), "calserve_device_resets_total") == 2; }));
     REQUIRE(wait_until([&] { return call(d.port(), http::verb::get, "/ready").result_int() == 200; }));
-    CHECK(stream_text(d.port(), prompt, 6) == reference_text(d.port(), reference_greedy(package_model_dir(test_package_dir(preset)), prompt, 6)));
+    CHECK(sse_text(d.port(), prompt, 6) == reference_text(d.port(), reference_greedy(package_model_dir(test_package_dir(preset)), prompt, 6)));
 
     // Unknown points are refused with a structured error and a non-zero exit.
     auto [bad, rc] = ctl(sock, "fault arm no_such_point");
