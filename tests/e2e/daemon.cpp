@@ -65,6 +65,9 @@ daemon_process::daemon_process(std::vector<std::string> args, daemon_options opt
             ::close(err[0]);
             ::close(err[1]);
         }
+        // Only stdin/stdout/stderr: descriptors the test runner leaked to us would count against
+        // nofile_limit and make the daemon's descriptor budget depend on the machine.
+        ::close_range(3, ~0U, 0);
         std::string bin = calserve_binary().string();
         std::vector<char*> argv{bin.data(), const_cast<char*>("serve"), const_cast<char*>("--port"),
                                 const_cast<char*>("0")};
