@@ -290,6 +290,13 @@ void_result serving_engine::submit(generation_request request, std::shared_ptr<g
     return {};
 }
 
+std::optional<std::uint64_t> serving_engine::sequence_of(const std::string& request_id) const {
+    std::lock_guard lock(registry_->mutex);
+    auto it = registry_->seq_of.find(request_id);
+    if (it == registry_->seq_of.end()) return std::nullopt;
+    return it->second;
+}
+
 void serving_engine::cancel(const std::string& request_id) {
     address<request_actor> addr;
     {

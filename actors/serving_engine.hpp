@@ -83,6 +83,9 @@ public:
     const kv_manager_actor& kv_manager() const;
     const batch_tick_actor& batch_tick() const;
     std::uint64_t device_resets() const;
+    // The sequence number of a request in flight (its admission order, from 1; fault
+    // sites match `request` against it), or nullopt once it has ended.
+    std::optional<std::uint64_t> sequence_of(const std::string& request_id) const;
     // The request sequence counter (sampling seeds derive from it): a trace
     // started mid-run records it, its replay continues from it.
     std::uint64_t sequence_counter() const { return next_seq_.load(); }

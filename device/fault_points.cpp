@@ -131,7 +131,12 @@ bool fault_registry::matches(const fault_match& m, const fault_site& site) const
     if (m.sequence && site.sequence != m.sequence &&
         std::find(site.sequences.begin(), site.sequences.end(), *m.sequence) == site.sequences.end())
         return false;
-    if (m.request && site.request != m.request) return false;
+    // A site that does not know its request number (the daemon numbers requests by
+    // their sequence) matches a request filter against its sequences.
+    if (m.request && site.request != m.request &&
+        (site.request || (site.sequence != m.request &&
+                          std::find(site.sequences.begin(), site.sequences.end(), *m.request) == site.sequences.end())))
+        return false;
     return true;
 }
 

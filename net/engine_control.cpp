@@ -31,11 +31,14 @@ fault_arm_request to_request(const device::armed_fault& a) {
 }  // namespace
 
 std::function<std::optional<double>(const std::string&)> client_stall_hook(
-    std::shared_ptr<device::fault_registry> faults, actors::metrics::calserve_metrics* metrics) {
+    std::shared_ptr<device::fault_registry> faults, actors::metrics::calserve_metrics* metrics,
+    std::function<std::optional<std::uint64_t>(const std::string&)> sequence_of) {
     faults->add_consumer(device::fault_point::client_stall);
-    return [faults, metrics](const std::string&) -> std::optional<double> {
+    return [faults, metrics, sequence_of = std::move(sequence_of)](const std::string& id) -> std::optional<double> {
         if (!faults->any_armed()) return std::nullopt;
-        auto fire = faults->check(device::fault_point::client_stall, {});
+        device::fault_site site;
+        if (sequence_of) site.sequence = sequence_of(id);
+        auto fire = faults->check(device::fault_point::client_stall, site);
         if (!fire) return std::nullopt;
         if (metrics) metrics->faults_total.labels({"client_stall"}).inc();
         return fire->delay_ms;

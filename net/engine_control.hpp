@@ -25,9 +25,12 @@ namespace calserve::net {
 // before each stream write (fire -> its delay_ms) and counts each fire in
 // faults_total{client_stall} there, since no device event follows a network write
 // (the DeviceActor counts every other point). Declares the point consumed, so
-// arming it on this daemon is accepted. `metrics` may be null.
+// arming it on this daemon is accepted. `sequence_of` names the request's sequence
+// (so `match.sequence` / `match.request` filters fire on that request's writes); it
+// may be empty. `metrics` may be null.
 std::function<std::optional<double>(const std::string& request_id)> client_stall_hook(
-    std::shared_ptr<device::fault_registry> faults, actors::metrics::calserve_metrics* metrics);
+    std::shared_ptr<device::fault_registry> faults, actors::metrics::calserve_metrics* metrics,
+    std::function<std::optional<std::uint64_t>(const std::string&)> sequence_of = {});
 
 class engine_control final : public control_target {
 public:

@@ -207,7 +207,8 @@ int run_serve(const serve_options& o) {
     actors::engine& front = recordable ? static_cast<actors::engine&>(*traced) : **engine;
 
     auto server_options = net::server_options::from_config(*cfg);
-    server_options.client_stall = net::client_stall_hook((*engine)->faults(), &metrics);
+    server_options.client_stall = net::client_stall_hook(
+        (*engine)->faults(), &metrics, [eng = engine->get()](const std::string& id) { return eng->sequence_of(id); });
     net::http_server server(io, front, metrics, std::move(server_options));
     auto port = server.start();
     if (!port) {

@@ -113,6 +113,16 @@ TEST_CASE("match on chip, submodel, sequence and request") {
     auto fire = r.check(fault_point::client_stall, {0, "", {}, 12});
     REQUIRE(fire);
     CHECK(fire->delay_ms == 250);
+    // A site without a request number matches a request filter against its sequences
+    // (the daemon numbers requests by sequence); one with a number does not fall back.
+    auto w = spec(fault_point::logits_nan, arm_mode::always);
+    w.match.request = 5;
+    REQUIRE(r.arm(w).ok());
+    CHECK_FALSE(r.check(fault_point::logits_nan, {0b1, "d", 4, {}}));
+    CHECK(r.check(fault_point::logits_nan, {0b1, "d", 5, {}}));
+    const std::uint64_t rows[] = {3, 5, 9};
+    CHECK(r.check(fault_point::logits_nan, {0b1, "d", 3, {}, rows}));
+    CHECK_FALSE(r.check(fault_point::logits_nan, {0b1, "d", 5, 6}));
 }
 
 TEST_CASE("list shows fires and remaining, clear by point, id or all, fires survive clear") {

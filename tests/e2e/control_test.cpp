@@ -96,5 +96,15 @@ TEST_CASE("ctl: client_stall fires in the daemon: a slow consumer delays its str
     REQUIRE(wait_until([&] { return ctl_result(sock, "stats").at("in_flight").to_number<int>() == 0; }));
     CHECK(metric(d.port(), "calserve_requests_total{outcome=\"cancelled\"}") >= 1);
     CHECK(sse_text(d.port(), prompt, n) == expected);  // exhausted: the next stream is untouched
+
+    // Aimed at one request (the daemon numbers requests by admission, from 1; three so far):
+    // request 4 is untouched, request 5 is cut, request 6 is untouched again.
+    ctl_result(sock, "fault clear");
+    ctl_result(sock, "fault arm client_stall --mode always --request 5");
+    CHECK(sse_text(d.port(), prompt, n) == expected);
+    CHECK(sse_text(d.port(), prompt, n).rfind("cut: ", 0) == 0);
+    REQUIRE(wait_until([&] { return ctl_result(sock, "stats").at("in_flight").to_number<int>() == 0; }));
+    CHECK(sse_text(d.port(), prompt, n) == expected);
+    CHECK(ctl_result(sock, "fault list").at("faults").as_array().at(0).at("fires").to_number<int>() == 1);
     REQUIRE(d.stop() == 0);
 }
