@@ -70,19 +70,28 @@ struct ws_session {
         o["error"] = std::move(err);
         reply(json::serialize(o));
     }
-    void on_generate(const json::object& msg, std::string id);
+    // A generate that passed the socket's own checks; its prompt work (template,
+    // tokenizer) runs on the tokenize pool before start_stream.
+    struct pending_generate {
+        json::value msg;
+        std::string id;
+        api_kind kind = api_kind::completion;
+        steady_clock::time_point received;
+    };
+    std::optional<pending_generate> on_message(std::string_view text);
+    std::optional<pending_generate> on_generate(json::value msg, std::string id);
+    void start_stream(pending_generate g, admission admitted, double tokenize_s);
     void on_cancel(const std::string& id);
-    void on_message(std::string_view text);
     void end_stream(std::uint64_t key, const actors::generation_result* r, const api_error* e);
     std::string render(const stream_event& ev, std::vector<std::string>& extra);
 };
 
-void ws_session::on_message(std::string_view text) {
+std::optional<ws_session::pending_generate> ws_session::on_message(std::string_view text) {
     boost::system::error_code ec;
     auto v = json::parse(text, ec);
     if (ec || !v.is_object()) {
         reply_error("", field_error("message", "expected a JSON object", status::parse_error));
-        return;
+        return std::nullopt;
     }
     const auto& o = v.get_object();
     const auto* type = o.if_contains("type");
@@ -90,32 +99,50 @@ void ws_session::on_message(std::string_view text) {
     std::string sid = id && id->is_string() ? std::string(id->get_string()) : std::string();
     if (!id || !id->is_string() || sid.empty()) {
         reply_error("", field_error("id", "expected a non-empty string"));
-        return;
+        return std::nullopt;
     }
     if (!type || !type->is_string()) {
         reply_error(sid, field_error("type", "expected \"generate\" or \"cancel\""));
     } else if (type->get_string() == "generate") {
-        on_generate(o, std::move(sid));
+        return on_generate(std::move(v), std::move(sid));
     } else if (type->get_string() == "cancel") {
         on_cancel(sid);
     } else {
         reply_error(sid, field_error("type", "expected \"generate\" or \"cancel\""));
     }
+    return std::nullopt;
 }
 
-void ws_session::on_generate(const json::object& msg, std::string id) {
+std::optional<ws_session::pending_generate> ws_session::on_generate(json::value msg, std::string id) {
     if (by_client_id.contains(id)) {
         reply_error(id, field_error("id", "a stream with this id is still running"));
-        return;
+        return std::nullopt;
     }
     if (streams.size() >= k_max_streams_per_socket) {
         reply_error(id, api_error{status::overloaded, {}, "too many streams on this socket"});
-        return;
+        return std::nullopt;
     }
-    const auto received = steady_clock::now();
+    const api_kind kind = msg.get_object().contains("messages") ? api_kind::chat : api_kind::completion;
+    return pending_generate{std::move(msg), std::move(id), kind, steady_clock::now()};
+}
+
+// The prompt work of a generate: on the tokenize pool when the server has one (the
+// reader waits for it, so a socket's messages keep their order), else in place.
+asio::awaitable<void> admit_generate(ws_session& s, ws_session::pending_generate g) {
     double tokenize_s = 0;
-    const api_kind kind = msg.contains("messages") ? api_kind::chat : api_kind::completion;
-    auto admitted = admit_request(*srv, kind, msg, tokenize_s);
+    // Not a conditional expression: GCC 12 destroys a co_await's temporary twice there.
+    if (s.srv->prompt_pool) {
+        auto admitted = co_await admit_on_pool(*s.srv, g.kind, g.msg.get_object(), tokenize_s);
+        s.start_stream(std::move(g), std::move(admitted), tokenize_s);
+    } else {
+        s.start_stream(std::move(g), admit_request(*s.srv, g.kind, g.msg.get_object(), tokenize_s), tokenize_s);
+    }
+}
+
+void ws_session::start_stream(pending_generate g, admission admitted, double tokenize_s) {
+    auto& id = g.id;
+    const auto received = g.received;
+    const auto kind = g.kind;
     if (auto* e = std::get_if<api_error>(&admitted)) {
         srv->metrics.requests(actors::metrics::outcome::rejected).inc();
         reply_error(id, *e);
@@ -228,8 +255,9 @@ asio::awaitable<void> ws_reader(ws_session& s) {
         auto [ec, n] = co_await s.ws->async_read(buf, asio::as_tuple(use_awaitable));
         (void)n;
         if (ec) co_return;
-        s.on_message(std::string_view(static_cast<const char*>(buf.data().data()), buf.size()));
+        auto pending = s.on_message(std::string_view(static_cast<const char*>(buf.data().data()), buf.size()));
         buf.consume(buf.size());
+        if (pending) co_await admit_generate(s, std::move(*pending));
     }
 }
 
@@ -347,7 +375,7 @@ asio::awaitable<void> feed_messages(ws_session& s, const std::vector<std::string
     std::vector<std::uint64_t> over;
     std::vector<std::string> extra;
     for (auto text : messages) {
-        s.on_message(text);
+        if (auto pending = s.on_message(text)) co_await admit_generate(s, std::move(*pending));
         for (;;) {   // until rendering queues nothing more (a finish queues its `done`)
             events.clear();
             over.clear();

@@ -3,6 +3,7 @@
 // pool's threads exist ("cs-tokenize") and count every generation request; a
 // prompt longer than any text that fits the usable context is refused with 400
 // before any of it reaches the tokenizer (calserve_tokenize_bytes_total unmoved).
+#include <boost/beast/websocket.hpp>
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -19,6 +20,7 @@
 
 using namespace calserve;
 using namespace calserve::test;
+namespace websocket = boost::beast::websocket;
 
 namespace {
 
@@ -124,5 +126,43 @@ TEST_CASE("tokenize pool: 1 MB prompts are tokenized off the network threads; /h
     CHECK(sse_text(d.port(), prompt, 4) ==
           reference_text(d.port(), reference_greedy(package_model_dir(test_package_dir(k_preset)), prompt, 4)));
     CHECK(metric(d.port(), "calserve_tokenize_jobs_total") == jobs0 + 14);
+
+    // WebSocket generates go through the same pool: three ~1 MB prompts sent at once on
+    // one socket are refused in order while /health keeps answering, then a short one runs.
+    auto ws_done = std::async(std::launch::async, [&] {
+        asio::io_context ioc;
+        websocket::stream<tcp::socket> ws(connect(ioc, d.port()));
+        ws.handshake("127.0.0.1", "/v1/ws");
+        for (unsigned r = 0; r < 3; ++r) {
+            json::object o{{"type", "generate"}, {"id", "big" + std::to_string(r)}, {"prompt", words(each, 50 + r)},
+                           {"max_tokens", 4}};
+            ws.write(asio::buffer(json::serialize(o)));
+        }
+        ws.write(asio::buffer(json::serialize(json::object{
+            {"type", "generate"}, {"id", "small"}, {"prompt", to_json(prompt)}, {"max_tokens", 4}, {"temperature", 0}})));
+        std::vector<std::string> seen;  // "id type[ code]" of every started/error/done
+        while (seen.empty() || seen.back().rfind("small done", 0) != 0) {
+            beast::flat_buffer buf;
+            ws.read(buf);
+            auto v = json::parse(beast::buffers_to_string(buf.data())).as_object();
+            const std::string type(v.at("type").as_string());
+            if (type == "delta") continue;
+            std::string line = std::string(v.at("id").as_string()) + " " + type;
+            if (type == "error") line += " " + std::string(v.at("error").at("code").as_string());
+            seen.push_back(line);
+            if (type == "error" && v.at("id") == "small") break;
+        }
+        ws.close(websocket::close_code::normal);
+        return seen;
+    });
+    health_ok = health_asked = 0;
+    while (ws_done.wait_for(std::chrono::seconds(0)) != std::future_status::ready || health_asked < 5) {
+        ++health_asked;
+        health_ok += call(d.port(), http::verb::get, "/health").result_int() == 200 ? 1 : 0;
+    }
+    CHECK(health_ok == health_asked);
+    CHECK(ws_done.get() == std::vector<std::string>{"big0 error context_overflow", "big1 error context_overflow",
+                                                    "big2 error context_overflow", "small started", "small done"});
+    CHECK(metric(d.port(), "calserve_tokenize_jobs_total") == jobs0 + 18);
     REQUIRE(d.stop() == 0);
 }
