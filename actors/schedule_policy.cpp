@@ -26,16 +26,22 @@ struct decode_plan {
 
 // The decode batch for `where`: with two slots and two or more decoders, two groups (one
 // per slot); a slot then takes its own group and unassigned rows while the other is busy.
+bool two_groups(int decoders, const schedule_params& params) {
+    return params.decode_groups >= 2 && params.slots >= 2 && decoders >= 2;
+}
+
 decode_plan plan_decode(std::span<const seq_view> seqs, const schedule_params& params, slot_view where) {
     const int decoders = decoders_of(seqs);
-    const bool two_groups = params.slots >= 2 && decoders >= 2;
+    const bool two = two_groups(decoders, params);
     decode_plan out;
     std::vector<const seq_view*> ready;
     for (const auto& s : seqs) {
         if (s.needs_prefill) continue;
-        const bool eligible = !two_groups || !where.other_busy || s.group == k_no_group || s.group == where.slot;
+        const bool eligible = !two || !where.other_busy || s.group == k_no_group || s.group == where.slot;
         if (!eligible) continue;
-        if (s.awaiting && (!two_groups || s.group != k_no_group)) out.awaiting = true;
+        if (s.awaiting && (!two || s.group != k_no_group)) out.awaiting = true;
+        // One group: a decoder still in the other slot's job is one step from joining.
+        if (!two && s.in_job && decoders <= params.max_batch) out.awaiting = true;
         if (s.ready) ready.push_back(&s);
     }
     std::sort(ready.begin(), ready.end(), [](const seq_view* a, const seq_view* b) {
@@ -49,7 +55,7 @@ decode_plan plan_decode(std::span<const seq_view> seqs, const schedule_params& p
 }  // namespace
 
 int group_cap(int decoders, const schedule_params& params) {
-    if (params.slots < 2 || decoders < 2) return std::max(1, std::min(params.max_batch, decoders));
+    if (!two_groups(decoders, params)) return std::max(1, std::min(params.max_batch, decoders));
     return std::max(1, std::min(params.max_batch, (decoders + 1) / 2));
 }
 
@@ -68,7 +74,11 @@ std::optional<job_choice> plan_next_job(std::span<const seq_view> seqs, const ti
 
     const bool aged = now - prefill->arrived >= params.ageing;
     const int decoders = decoders_of(seqs);
-    const int groups = params.slots >= 2 && decoders >= 2 ? 2 : 1;
+    // Decode jobs that advance every decoder once: two groups, or one batch (several
+    // when the decoders outnumber max_batch).
+    const int groups = two_groups(decoders, params)
+                           ? 2
+                           : std::max(1, (decoders + std::max(1, params.max_batch) - 1) / std::max(1, params.max_batch));
     const bool round_done = state.decodes_since_prefill >= groups;
     const bool budget_left = state.prefills_in_a_row < params.prefill_budget;
     if (budget_left && (aged || round_done)) return job_choice{true, {prefill->seq}};

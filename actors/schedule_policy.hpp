@@ -4,7 +4,11 @@
 //!
 //! plan_next_job: what runs in the slot that just freed — one prefill (the
 //! prefill program is batch 1) or a decode batch of up to `max_batch` rows.
-//!   - Two groups: with two slots and two or more decoding sequences, they form
+//!   - One group (`decode_groups` 1, the default): every decoding sequence is in
+//!     one batch (up to `max_batch`); a batch waits while any decoder is still in
+//!     a job or awaiting its answer, so rows that finished a prefill join at the
+//!     next step boundary. The other slot carries prefills meanwhile.
+//!   - Two groups (`decode_groups` 2): with two slots and two or more decoding sequences, they form
 //!     two disjoint groups, one per slot, each at most ceil(D / 2) and
 //!     `max_batch`: a sequence remembers the slot it last decoded in (`group`),
 //!     and a slot's batch takes its own group plus unassigned sequences (new, or
@@ -57,6 +61,7 @@ struct schedule_params {
     nanoseconds ageing = std::chrono::seconds(2);
     int max_batch = 1;            // rows of the largest decode job
     int slots = 2;                // jobs in flight (ping/pong = 2)
+    int decode_groups = 1;        // 1: all decoders in one batch; 2: two groups alternating on the slots
 };
 
 // Where the plan is for: the slot that freed and whether the other one carries a job.

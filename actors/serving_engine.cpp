@@ -192,6 +192,7 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
     bopt.policy.prefill_budget = int(cfg.integer("runtime.prefill_budget"));
     bopt.kv_wait = std::chrono::milliseconds(cfg.integer("runtime.kv_wait_ms"));
     bopt.policy.max_batch = int(max_batch);
+    bopt.policy.decode_groups = int(cfg.integer("runtime.decode_groups"));
     bopt.kv = cfg.string("runtime.kv_policy") == "reserve" ? kv_policy::reserve : kv_policy::on_demand;
     bopt.kv_step_tokens = cfg.integer("runtime.kv_step_tokens");
     auto kv_info = spec->kv;

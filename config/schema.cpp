@@ -42,6 +42,7 @@ constexpr key_spec k_schema[] = {
     {"runtime.progress_timeout_ms", integer, "30000", 0, 86400000, "", "watchdog: /health unhealthy when admitted work makes no token progress this long; 0 = off"},
     {"runtime.recordable", boolean, "false", 0, 0, "", "run the actors on one real-time-driven deterministic thread so traces replay exactly (control socket trace.start)"},
     {"runtime.max_batch", integer, "0", 0, 256, "", "most sequences in one decode job; 0 = the largest decode batch profile of the package"},
+    {"runtime.decode_groups", integer, "1", 1, 2, "", "decode batches in flight: 1 = every decoding sequence in one batch (prefills use the other slot), 2 = two groups alternating on ping/pong"},
     {"runtime.kv_policy", string, "on_demand", 0, 0, "on_demand|reserve", "KV budgeting: on_demand reserves prompt + runtime.kv_step_tokens and grows (preempting by recompute when full); reserve holds prompt + max_tokens from admission"},
     {"runtime.kv_step_tokens", integer, "64", 1, 1048576, "", "on_demand: tokens of decode room reserved beyond the prompt, and the growth step"},
     {"runtime.sampler_threads", integer, "2", 1, 64, "", "threads sampling the rows of one decode batch (the Sampler actor included)"},

@@ -13,6 +13,7 @@
 //! debug-sensitive spots). Accumulation is FP32. Invariant: `linear` writes
 //! exactly t x w.rows outputs and reads exactly t x w.cols inputs.
 #include <cstdint>
+#include <vector>
 
 #include "model/kernels_pool.hpp"
 #include "model/weights.hpp"
@@ -46,6 +47,28 @@ enum class linear_mode : std::uint8_t { fastest, row_exact };
 // Y[t x w.rows] = X[t x w.cols] * w^T, rows split across the pool.
 void linear(thread_pool& pool, const tensor_view& w, const float* x, std::int64_t t, std::int64_t ldx, float* y,
             std::int64_t ldy, linear_mode mode = linear_mode::fastest);
+
+// Short weight rows (cols <= k_panel_max_cols: the tiny models' LM head, 151,936 x 64)
+// repacked for batches: rows in panels of 8, panel p = [col][8 rows], in FP32 or BF16
+// (as stored; the conversion is exact). Each output is one FMA chain over the columns
+// in order, so a row's value does not depend on how many vectors share the call
+// (row-exact) and no horizontal sum is paid per (row, vector), which is what made
+// dot_rows_multi slow on short rows: a B16 decode of a tiny model cost 30x B1.
+constexpr std::int64_t k_panel_max_cols = 256;
+struct panel_matrix {
+    std::int64_t rows = 0, cols = 0;
+    std::vector<float> f32;
+    std::vector<std::uint16_t> bf16;
+    bool empty() const { return f32.empty() && bf16.empty(); }
+    // Empty when `w` has more than k_panel_max_cols columns.
+    static panel_matrix pack(const tensor_view& w);
+};
+// Y[v * ldy + r] for rows of panels [p0, p1), v < nvec.
+void panel_rows_multi(const panel_matrix& w, std::int64_t p0, std::int64_t p1, const float* x, std::int64_t nvec,
+                      std::int64_t ldx, float* y, std::int64_t ldy);
+// Y[t x w.rows] = X[t x w.cols] * w^T over panels split across the pool; row-exact for any t.
+void linear_panels(thread_pool& pool, const panel_matrix& w, const float* x, std::int64_t t, std::int64_t ldx,
+                   float* y, std::int64_t ldy);
 
 float dot_f32(const float* a, const float* b, std::int64_t n);
 // Sum of n floats with four independent accumulators (a pure read stream; the benchmarks' bandwidth probe).

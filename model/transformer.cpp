@@ -107,6 +107,7 @@ void_result bind_weights(transformer::impl& m) {
     m.embed = ld.mat("model.embed_tokens.weight", c.vocab_size, c.hidden_size);
     m.final_norm = ld.vec("model.norm.weight", c.hidden_size);
     m.lm_head = c.tie_word_embeddings ? m.embed : ld.mat("lm_head.weight", c.vocab_size, c.hidden_size);
+    if (!ld.failed) m.lm_panels = panel_matrix::pack(m.lm_head);
     for (std::int64_t i = 0; i < c.num_hidden_layers && !ld.failed; ++i) m.layers.push_back(load_layer(ld, c, i));
     if (ld.failed) return ld.first;
     // HF computes inv_freq in FP32: 1 / theta^(2i / d).

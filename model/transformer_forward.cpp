@@ -53,7 +53,10 @@ void transformer::impl::forward(std::span<const row_ref> rows, std::span<const s
     for (std::int64_t j = 0; j < n; ++j)
         rmsnorm(ws.x.data() + logit_rows[static_cast<std::size_t>(j)] * h, final_norm.data(), h,
                 static_cast<float>(cfg.rms_norm_eps), ws.final_rows.data() + j * h);
-    lin(lm_head, ws.final_rows.data(), n, h, logits, cfg.vocab_size);
+    if (!lm_panels.empty())
+        linear_panels(pool, lm_panels, ws.final_rows.data(), n, h, logits, cfg.vocab_size);
+    else
+        lin(lm_head, ws.final_rows.data(), n, h, logits, cfg.vocab_size);
 }
 
 void transformer::impl::attention_block(const layer_weights& lw, std::int64_t layer, std::span<const row_ref> rows) {

@@ -62,6 +62,7 @@ struct transformer::impl {
     int tp = 1;
     std::vector<shard_range> shards;
     tensor_view embed, lm_head;
+    panel_matrix lm_panels;  // lm_head repacked when its rows are short (tiny models); else empty
     std::vector<float> final_norm;
     std::vector<layer_weights> layers;
     std::vector<float> inv_freq;

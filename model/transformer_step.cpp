@@ -48,7 +48,7 @@ void_result transformer::prefill(seq_id seq, std::span<const token_id> tokens, s
     std::vector<row_ref> rows;
     for (std::int64_t i = 0; i < n; ++i) rows.push_back({&s, length + i, tokens[static_cast<std::size_t>(i)]});
     const std::int64_t last = n - 1;
-    m.forward(rows, std::span(&last, 1), logits.data());
+    m.forward(rows, std::span(&last, 1), logits.data(), linear_mode::row_exact);
     s.length = length + n;
     return {};
 }

