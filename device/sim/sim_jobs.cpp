@@ -251,9 +251,11 @@ void sim_device::post_model_task(std::function<void()> task) {
 // The reference model's numbers for every live row: one decode_batch pass for a
 // batched decode step (row b's logits at [b x vocab, (b+1) x vocab)); padding
 // rows stay zero, they are costed but never computed or sampled.
+// `logits` may hold a previous job's numbers: every live row is overwritten by the
+// model, padding rows are zeroed here.
 void_result sim_device::compute_rows(job& j, std::vector<float>& logits) {
     const auto vocab = static_cast<std::size_t>(model_->shape().vocab_size);
-    logits.assign(vocab * j.rows.size(), 0.0f);
+    logits.resize(vocab * j.rows.size());
     if (spec_.submodels[j.submodel_index].kind != submodel_kind::decode || j.row_tokens != 1)
         return model_->prefill(j.sequence, j.tokens, logits);  // batch 1 (validated)
     std::vector<model::seq_id> seqs;
@@ -265,9 +267,21 @@ void_result sim_device::compute_rows(job& j, std::vector<float>& logits) {
         toks.push_back(j.tokens[b]);
         where.push_back(b);
     }
-    if (seqs.size() == 1) return model_->decode(seqs[0], toks[0], std::span(logits.data() + where[0] * vocab, vocab));
-    std::vector<float> packed(seqs.size() * vocab);
+    const auto zero_row = [&](std::size_t b) {
+        std::fill_n(logits.begin() + static_cast<std::ptrdiff_t>(b * vocab), vocab, 0.0f);
+    };
+    if (where.empty()) {  // refused at submit; nothing to compute
+        for (std::size_t b = 0; b < j.rows.size(); ++b) zero_row(b);
+        return {};
+    }
+    if (where.back() + 1 == where.size()) {  // live rows first (the DeviceActor's layout): computed in place
+        for (std::size_t b = where.size(); b < j.rows.size(); ++b) zero_row(b);
+        if (seqs.size() == 1) return model_->decode(seqs[0], toks[0], std::span(logits.data(), vocab));
+        return model_->decode_batch(seqs, toks, std::span(logits.data(), seqs.size() * vocab));
+    }
+    std::vector<float> packed(seqs.size() * vocab);  // padding between live rows: compute packed, then place
     if (auto r = model_->decode_batch(seqs, toks, packed); !r) return r;
+    for (std::size_t b = 0; b < j.rows.size(); ++b) zero_row(b);
     for (std::size_t i = 0; i < seqs.size(); ++i)
         std::copy_n(packed.data() + i * vocab, vocab, logits.data() + where[i] * vocab);
     return {};
@@ -281,6 +295,10 @@ void sim_device::run_model(const job_ptr& j) {
         {
             std::lock_guard lock(mutex_);
             if (j->epoch != epoch_) return;  // discarded by a reset
+            if (!spare_logits_.empty()) {
+                logits = std::move(spare_logits_.back());
+                spare_logits_.pop_back();
+            }
         }
         r = compute_rows(*j, logits);
     }
@@ -371,7 +389,8 @@ void sim_device::finish(job& j, pending_calls& calls) {
         job_result r{j.id, sm.name, j.slot, j.sequence, j.row_tokens, j.past + j.row_tokens, j.timing, j.rows};
         j.outcome = std::move(r);
     }
-    std::vector<float>().swap(j.logits);  // release the buffer (`= {}` would keep its capacity)
+    if (spare_logits_.size() < k_spare_logits && !j.logits.empty()) spare_logits_.push_back(std::move(j.logits));
+    std::vector<float>().swap(j.logits);  // release what is not kept (`= {}` would keep its capacity)
     if (j.callback && !j.delivered) {
         j.delivered = true;
         calls.push_back([cb = std::move(j.callback), o = *j.outcome]() mutable { cb(std::move(o)); });
