@@ -69,6 +69,7 @@ constexpr key_spec k_schema[] = {
     {"device.sim.chips", integer, "2", 1, 16, "", "chips on the simulated board (the documented board has 2)"},
     {"device.sim.calcores_per_chip", integer, "2", 1, 64, "", "CalCores per simulated chip"},
     {"device.sim.model_threads", integer, "2", 1, 256, "", "threads of the reference model computing the simulator's numbers"},
+    {"device.sim.cost_experts", string, "routed", 0, 0, "routed|all", "MoE weights a step reads and computes: routed = the experts its tokens are routed to (expected 1 - (1 - k/E)^T); all = every expert, as a dense model of the same bytes (capacity-planning what-if)"},
     {"device.sim.cost_package", string, "", 0, 0, "", "package directory whose figures (parameters, KV, shape) drive the latency model instead of the served package's; empty = the served package"},
     {"device.sim.kv_block_tokens", integer, "256", 1, 1048576, "", "KV allocation granularity of the simulator, tokens"},
 };

@@ -17,6 +17,7 @@ latency_constants latency_constants::from_config(const config& cfg) {
     c.launch_us = cfg.number("device.sim.launch_us");
     c.step_ms = cfg.number("device.sim.step_ms");
     c.d2h_ms = cfg.number("device.sim.d2h_ms");
+    c.all_experts = cfg.string("device.sim.cost_experts") == "all";
     return c;
 }
 
@@ -39,7 +40,7 @@ latency_model::latency_model(const package_spec& spec, latency_constants constan
 }
 
 double latency_model::active_weight_fraction(std::int64_t tokens) const {
-    if (spec_.num_experts <= 0 || expert_fraction_ <= 0) return 1.0;
+    if (spec_.num_experts <= 0 || expert_fraction_ <= 0 || c_.all_experts) return 1.0;
     const double k_over_e = static_cast<double>(spec_.experts_per_token) / static_cast<double>(spec_.num_experts);
     const double touched = 1.0 - std::pow(1.0 - std::clamp(k_over_e, 0.0, 1.0), static_cast<double>(tokens));
     return (1.0 - expert_fraction_) + expert_fraction_ * touched;
@@ -53,6 +54,7 @@ std::uint64_t latency_model::slowest_chip_bytes() const {
 
 // Parameters one token multiplies by: everything but the experts it is not routed to.
 double latency_model::active_parameters_per_token() const {
+    if (c_.all_experts) return params_total_;
     const double k_over_e = spec_.num_experts > 0 ? static_cast<double>(spec_.experts_per_token) /
                                                         static_cast<double>(spec_.num_experts)
                                                   : 0.0;
@@ -140,6 +142,7 @@ std::vector<std::pair<std::string, std::string>> describe_constants(const latenc
         {"device.sim.launch_us", num(c.launch_us) + " us per infer (assumption)"},
         {"device.sim.step_ms", c.step_ms >= 0 ? num(c.step_ms) + " ms fixed compute" : "model (-1)"},
         {"device.sim.d2h_ms", c.d2h_ms >= 0 ? num(c.d2h_ms) + " ms fixed output copy" : "model (-1)"},
+        {"device.sim.cost_experts", c.all_experts ? "all (MoE priced as dense, what-if)" : "routed"},
     };
 }
 

@@ -12,6 +12,9 @@
 //!
 //! MoE: a step with T tokens touches an expected 1 - (1 - k/E)^T of the experts, so
 //! decode reads only the active experts' weights while a long prefill reads all.
+//! `device.sim.cost_experts=all` prices every step as a dense model of the same
+//! bytes would cost (every expert read and computed for every token): a what-if
+//! for capacity planning, never the default.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -31,6 +34,7 @@ struct latency_constants {
     double launch_us = 20;
     double step_ms = -1;       // >= 0 overrides compute
     double d2h_ms = -1;        // >= 0 overrides the output copy
+    bool all_experts = false;  // price an MoE as a dense model of the same bytes (what-if)
 
     static latency_constants from_config(const config& cfg);
 };

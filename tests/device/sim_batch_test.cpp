@@ -241,6 +241,14 @@ TEST_CASE("latency model: a batch step reads the weights once, KV per live row, 
     sim::latency_model moe(spec, sim::latency_constants{});
     CHECK(moe.decode_batch_step(pasts, 16).weight_bytes > moe.step(submodel_kind::decode, 1, past).weight_bytes);
     CHECK(moe.decode_batch_step(pasts, 16).weight_bytes < 16 * moe.step(submodel_kind::decode, 1, past).weight_bytes);
+    // device.sim.cost_experts=all: priced as a dense model of the same bytes.
+    sim::latency_constants all;
+    all.all_experts = true;
+    sim::latency_model dense_like(spec, all);
+    const auto d1 = dense_like.step(submodel_kind::decode, 1, past);
+    CHECK(dense_like.decode_batch_step(pasts, 16).weight_bytes == d1.weight_bytes);
+    CHECK(d1.weight_bytes > moe.step(submodel_kind::decode, 1, past).weight_bytes);
+    CHECK(d1.flops > moe.step(submodel_kind::decode, 1, past).flops);
     // device.sim.step_ms: one step regardless of the batch.
     sim::latency_constants fixed;
     fixed.step_ms = 10;
