@@ -62,7 +62,10 @@ plan make_plan(std::mt19937_64& rng) {
     p.overrides.push_back(std::string("runtime.kv_policy=") + (on_demand ? "on_demand" : "reserve"));
     p.overrides.push_back("runtime.kv_step_tokens=" + std::to_string(pick({8, 16, 64})));
     p.overrides.push_back("device.sim.kv_block_tokens=16");
-    p.overrides.push_back("runtime.kv_blocks=" + std::to_string(pick({0, 12, 24})));
+    // Capped: room for one or two of the longest sequences and a block, so that several
+    // running sequences growing together must preempt (16-token blocks).
+    const int longest = (p.max_prompt + p.max_new + 15) / 16;
+    p.overrides.push_back("runtime.kv_blocks=" + std::to_string(pick({0, longest + 1, 2 * longest + 1})));
     return p;
 }
 

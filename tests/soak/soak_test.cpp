@@ -63,6 +63,14 @@ TEST_CASE("a handful of seeds keep every invariant", "[soak]") {
     CHECK(cancels > 0);
 }
 
+TEST_CASE("a seed whose KV cap forces preemptions keeps every invariant and its greedy outputs", "[soak][kv]") {
+    // Seed 13: on-demand KV capped at 4 blocks of 16 tokens, up to 8 running sequences.
+    auto r = soak_run(13, 60).report;
+    REQUIRE(r.ok());
+    CHECK(r.preemptions > 0);
+    CHECK(r.greedy_checked > 0);
+}
+
 TEST_CASE("seeds on the simulated NPU package keep every invariant and replay identically", "[soak][replay]") {
     // The sim backend: the package's latency model (step_ms -1 in a seed's plan), its slots and KV blocks.
     const auto& package = test::test_package_dir("tiny-dense-1chip");
