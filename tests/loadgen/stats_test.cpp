@@ -1,4 +1,4 @@
-// Statistics of calserve bench (net/bench_stats, net/bench_report, net/bench_run's
+// Statistics of calserve bench (loadgen/stats, loadgen/report, loadgen/run's
 // pure parts): hand-computed values, determinism, and edge cases.
 #include <catch2/catch.hpp>
 #include <vector>
