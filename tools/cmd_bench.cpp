@@ -23,9 +23,9 @@
 #include "loadgen/join.hpp"
 #include "loadgen/run.hpp"
 #include "loadgen/sweep.hpp"
+#include "model/tokenizer.hpp"
 #include "tools/command.hpp"
 #include "tools/data_paths.hpp"
-#include "model/tokenizer.hpp"
 
 namespace calserve::tools {
 namespace {
@@ -415,10 +415,11 @@ const bool registered = register_command("bench", "load-test an OpenAI-compatibl
     app.add_option("--compare", cli->compare_url, "second server: alternate the workload, report B/A ratios");
     app.add_option("--api-key", cli->api_key, "bearer key for both servers");
     app.add_option("--model", cli->opt.model, "model name for every server (default: each server's data[0].id)");
-    app.add_option("--tokenizer", cli->tokenizer,
-                   "tokenizer directory for the prompts (default: the data lookup, as for serve)");
+    auto* tok = app.add_option("--tokenizer", cli->tokenizer,
+                               "tokenizer directory for the prompts (default: the data lookup, as for serve)");
     app.add_flag("--server-tokenize", cli->server_tokenize,
-                 "tokenize the prompts with the first server's /tokenize instead of locally");
+                 "tokenize the prompts with the first server's /tokenize instead of locally")
+        ->excludes(tok);
     app.add_option("--rate", cli->rate, "open loop: requests per second");
     app.add_option("--arrival", cli->arrival, "open-loop arrivals: poisson or constant")
         ->check(CLI::IsMember({"poisson", "constant"}));
