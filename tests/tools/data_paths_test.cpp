@@ -94,6 +94,25 @@ TEST_CASE("cli: tokenizer files in the data home are found", "[tools]") {
     CHECK(r.out == "[9707]\n");
 }
 
+TEST_CASE("cli: make-model copies the looked-up tokenizer; reference falls back to the lookup for text prompts",
+          "[tools]") {
+    const auto dir = scratch_dir("lookup-reference");
+    const auto model = dir / "m";
+    const auto made = run_in(dir, "CALSERVE_HOME=" + (dir / "home").string(), calserve_bin(),
+                             "make-model --preset tiny-dense --out " + model.string());
+    INFO(made.err);
+    REQUIRE(made.exit_code == 0);
+    CHECK(fs::exists(model / "tokenizer.json"));
+    fs::remove(model / "tokenizer.json");
+    fs::remove(model / "tokenizer_config.json");
+    std::ofstream(dir / "p.jsonl") << "{\"id\":\"t\",\"text\":\"Hello world\"}\n";
+    const auto ref = run_in(dir, "CALSERVE_HOME=" + (dir / "home").string(), calserve_bin(),
+                            "reference --model " + model.string() + " --prompts p.jsonl --max-tokens 1 --output o.jsonl");
+    INFO(ref.err);
+    CHECK(ref.exit_code == 0);
+    CHECK_THAT(slurp(dir / "o.jsonl"), Catch::Contains("\"prompt_ids\":[9707,1879]"));
+}
+
 TEST_CASE("install: cmake --install puts binary, tokenizer and docs under a prefix that runs without the tree",
           "[tools][install]") {
     const auto dir = scratch_dir("install");
