@@ -12,7 +12,7 @@
 #include <random>
 #include <thread>
 
-#include "net/bench_run.hpp"
+#include "loadgen/run.hpp"
 #include "net/control_socket.hpp"
 #include "soak/real_soak_client.hpp"
 
@@ -84,7 +84,7 @@ std::int64_t between(std::mt19937_64& rng, std::int64_t lo, std::int64_t hi) {
 double unit(std::mt19937_64& rng) { return std::uniform_real_distribution<double>(0, 1)(rng); }
 
 struct target {
-    net::bench::endpoint ep;
+    loadgen::endpoint ep;
     std::string model;
     std::int64_t context = 0;
     std::vector<std::int64_t> corpus;
@@ -94,7 +94,7 @@ soak_request make_request(const real_plan& p, const target& t, std::mt19937_64& 
     soak_request r;
     r.model = t.model;
     r.max_tokens = between(rng, 1, p.max_new);
-    const auto len = net::bench::cap_prompt(between(rng, 1, p.max_prompt), r.max_tokens, t.context);
+    const auto len = loadgen::cap_prompt(between(rng, 1, p.max_prompt), r.max_tokens, t.context);
     const auto at = rng() % t.corpus.size();
     for (std::int64_t i = 0; i < len; ++i) r.prompt.push_back(t.corpus[(at + std::size_t(i)) % t.corpus.size()]);
     r.stream = unit(rng) < p.stream_share;
@@ -240,7 +240,7 @@ void hostile_clients(shared_run& run) {
             auto req = make_request(run.plan, run.tgt, rng);
             req.stream = true;
             req.max_tokens = run.plan.max_new;
-            req.prompt.resize(std::size_t(net::bench::cap_prompt(std::int64_t(req.prompt.size()), req.max_tokens,
+            req.prompt.resize(std::size_t(loadgen::cap_prompt(std::int64_t(req.prompt.size()), req.max_tokens,
                                                                  run.tgt.context)));
             if (req.prompt.empty()) req.prompt.push_back(run.tgt.corpus.front());
             bool sent = never_reading_stream(run.tgt.ep, req, hold, probe);
@@ -339,17 +339,17 @@ void settle(shared_run& run) {
 }
 
 result<target> connect_target(const real_soak_options& o, std::int64_t max_prompt) {
-    auto ep = net::bench::parse_url(o.url);
+    auto ep = loadgen::parse_url(o.url);
     if (!ep) return ep.error();
     const milliseconds t(10'000);
-    auto info = net::bench::fetch_server_info(*ep, t);
+    auto info = loadgen::fetch_server_info(*ep, t);
     if (!info) return make_error(status::io_error, "daemon at " + o.url + ": " + info.error().message);
     auto page = fetch_text(*ep, "/metrics", t);
     if (!page) return page.error();
     if (!parse_gauges(*page)) {
         return make_error(status::unsupported, "/metrics lacks process_* or calserve KV gauges (docs/metrics.md)");
     }
-    auto corpus = net::bench::corpus_tokens(*ep, net::bench::default_corpus_text(), max_prompt * 4, t);
+    auto corpus = loadgen::corpus_tokens(loadgen::remote_encoder(*ep, t), loadgen::default_corpus_text(), max_prompt * 4);
     if (!corpus) return corpus.error();
     if (corpus->empty()) return make_error(status::io_error, "/tokenize returned no tokens");
     return target{*ep, info->model, info->max_model_len, std::move(*corpus)};

@@ -11,7 +11,7 @@
 #include <sys/time.h>
 #include <thread>
 
-#include "net/bench_sse.hpp"
+#include "loadgen/sse.hpp"
 
 namespace calserve::soak {
 namespace asio = boost::asio;
@@ -31,7 +31,7 @@ void set_io_timeout(tcp::socket& s, std::chrono::milliseconds t) {
     ::setsockopt(s.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
-result<void> open(tcp::socket& s, asio::io_context& ioc, const net::bench::endpoint& ep,
+result<void> open(tcp::socket& s, asio::io_context& ioc, const loadgen::endpoint& ep,
                   std::chrono::milliseconds io_timeout) {
     boost::system::error_code ec;
     tcp::resolver resolver(ioc);
@@ -43,7 +43,7 @@ result<void> open(tcp::socket& s, asio::io_context& ioc, const net::bench::endpo
     return {};
 }
 
-http::request<http::string_body> make_request(const net::bench::endpoint& ep, http::verb verb,
+http::request<http::string_body> make_request(const loadgen::endpoint& ep, http::verb verb,
                                               const std::string& path, std::string body) {
     http::request<http::string_body> req{verb, ep.base + path, 11};
     req.set(http::field::host, ep.host);
@@ -92,12 +92,12 @@ bool finished_body(std::string_view text) {
 
 void read_stream(tcp::socket& s, beast::flat_buffer& buf, http::response_parser<http::buffer_body>& p,
                  const soak_request& req, request_end& end) {
-    net::bench::sse_parser sse;
+    loadgen::sse_parser sse;
     bool done = false, finish = false;
     char chunk[4096];
     boost::system::error_code ec;
     auto on_event = [&](std::string_view data) {
-        const auto c = net::bench::parse_stream_chunk(data);
+        const auto c = loadgen::parse_stream_chunk(data);
         if (c.done) done = true;
         else if (c.has_error) end.seen.error_code = error_code_of(data);
         else if (c.malformed) end.detail = "malformed stream event";
@@ -129,7 +129,7 @@ void read_stream(tcp::socket& s, beast::flat_buffer& buf, http::response_parser<
 
 }  // namespace
 
-request_end perform_request(const net::bench::endpoint& ep, const soak_request& req,
+request_end perform_request(const loadgen::endpoint& ep, const soak_request& req,
                             std::chrono::milliseconds io_timeout) {
     request_end end;
     end.seen.set_deadline = req.timeout_ms > 0;
@@ -182,7 +182,7 @@ request_end perform_request(const net::bench::endpoint& ep, const soak_request& 
     return end;
 }
 
-result<std::string> fetch_text(const net::bench::endpoint& ep, const std::string& path,
+result<std::string> fetch_text(const loadgen::endpoint& ep, const std::string& path,
                                std::chrono::milliseconds io_timeout) {
     asio::io_context ioc;
     tcp::socket s(ioc);
@@ -209,7 +209,7 @@ std::string error_key(const request_end& e) {
     return key + (e.detail.empty() ? "no finish_reason" : e.detail);
 }
 
-std::size_t flood_connections(const net::bench::endpoint& ep, std::size_t count, std::chrono::milliseconds hold,
+std::size_t flood_connections(const loadgen::endpoint& ep, std::size_t count, std::chrono::milliseconds hold,
                               const std::function<void()>& during) {
     asio::io_context ioc;
     std::vector<tcp::socket> held;
@@ -226,7 +226,7 @@ std::size_t flood_connections(const net::bench::endpoint& ep, std::size_t count,
     return held.size();
 }
 
-bool never_reading_stream(const net::bench::endpoint& ep, const soak_request& req, std::chrono::milliseconds hold,
+bool never_reading_stream(const loadgen::endpoint& ep, const soak_request& req, std::chrono::milliseconds hold,
                           const std::function<void()>& during) {
     asio::io_context ioc;
     tcp::socket s(ioc);

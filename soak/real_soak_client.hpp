@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "config/result.hpp"
-#include "net/bench_client.hpp"
+#include "loadgen/client.hpp"
 #include "soak/real_soak_stats.hpp"
 
 namespace calserve::soak {
@@ -42,21 +42,21 @@ struct request_end {
 
 // Sends `req` to /v1/completions and reads the answer to its end (or closes early
 // as asked). `io_timeout` bounds each socket read/write.
-request_end perform_request(const net::bench::endpoint& ep, const soak_request& req,
+request_end perform_request(const loadgen::endpoint& ep, const soak_request& req,
                             std::chrono::milliseconds io_timeout);
 
 // GET `path`; the body of a 200, else an error.
-result<std::string> fetch_text(const net::bench::endpoint& ep, const std::string& path,
+result<std::string> fetch_text(const loadgen::endpoint& ep, const std::string& path,
                                std::chrono::milliseconds io_timeout);
 
 // Hostile clients (no request outcome; the soak checks the daemon still answers):
 // `count` connections that send nothing, held for `hold` while `during` runs, then
 // closed (a connection flood); returns how many were opened.
-std::size_t flood_connections(const net::bench::endpoint& ep, std::size_t count, std::chrono::milliseconds hold,
+std::size_t flood_connections(const loadgen::endpoint& ep, std::size_t count, std::chrono::milliseconds hold,
                               const std::function<void()>& during);
 // A streaming request whose answer is never read, held for `hold` while `during`
 // runs, then closed (a reader that stalls and vanishes); false if it was not sent.
-bool never_reading_stream(const net::bench::endpoint& ep, const soak_request& req, std::chrono::milliseconds hold,
+bool never_reading_stream(const loadgen::endpoint& ep, const soak_request& req, std::chrono::milliseconds hold,
                           const std::function<void()>& during);
 
 // The error table's key for an end that was not a completion: "HTTP 503 ccu_exception",

@@ -1,5 +1,8 @@
-// `calserve bench`: load generator and latency harness for any OpenAI-compatible
-// server (net/bench_*): open-loop Poisson or constant rate, closed-loop concurrency,
+// `calserve bench`: load generator and latency harness for any server streaming
+// /v1/completions (loadgen/): calserve, llama.cpp's llama-server, vLLM. Prompts are
+// tokenized here (--tokenizer, else the shared data lookup) and sent as token-id
+// arrays, so every server gets the same prompts; --server-tokenize asks the first
+// server's /tokenize instead. Open-loop Poisson or constant rate, closed-loop concurrency,
 // raw per-request JSONL plus a JSON and table summary in --out DIR; --compare
 // alternates the same workload between two servers and reports B/A ratios;
 // --sweep AXIS=V1,V2 runs one such cell per value (each in its own subdirectory)
@@ -17,14 +20,16 @@
 #include <sstream>
 #include <thread>
 
-#include "net/bench_join.hpp"
-#include "net/bench_run.hpp"
-#include "net/bench_sweep.hpp"
+#include "loadgen/join.hpp"
+#include "loadgen/run.hpp"
+#include "loadgen/sweep.hpp"
+#include "model/tokenizer.hpp"
 #include "tools/command.hpp"
+#include "tools/data_paths.hpp"
 
 namespace calserve::tools {
 namespace {
-namespace b = net::bench;
+namespace b = loadgen;
 namespace json = boost::json;
 
 struct bench_cli {
@@ -36,6 +41,8 @@ struct bench_cli {
     std::string corpus_file;
     std::string out_dir;
     std::string sweep;
+    std::string tokenizer;
+    bool server_tokenize = false;
     std::vector<std::string> server_logs;  // i-th belongs to the i-th server (--url, then --compare)
     double rate = 0.0;
     int concurrency = 0;
@@ -100,6 +107,7 @@ std::string jsonl(const std::vector<b::request_record>& recs) {
 struct target {
     b::endpoint ep;
     std::string label;
+    std::string model;  // --model, else this server's data[0].id
     std::vector<b::request_record> records;
 };
 
@@ -112,7 +120,9 @@ void run_targets(std::vector<target>& targets, const b::run_options& opt,
     for (int round = 0; round < rounds; ++round) {
         const int measured = rounds == 1 ? opt.requests : (round == 0 ? opt.requests / 2 : opt.requests - opt.requests / 2);
         for (auto& t : targets) {
-            auto recs = b::run_load(t.ep, t.label, opt, prompts, round == 0 ? opt.warmup : 0, measured, origin, prog);
+            auto per_server = opt;
+            per_server.model = t.model;
+            auto recs = b::run_load(t.ep, t.label, per_server, prompts, round == 0 ? opt.warmup : 0, measured, origin, prog);
             for (auto& r : recs) {
                 r.index = t.records.size();
                 r.round = round;
@@ -219,7 +229,7 @@ std::optional<std::int64_t> probe_targets(bench_cli& cli, std::vector<target>& t
         if (u->empty()) continue;
         auto ep = endpoint_or_report(*u, cli.api_key);
         if (!ep) return std::nullopt;
-        targets.push_back(target{*ep, targets.empty() ? "a" : "b", {}});
+        targets.push_back(target{*ep, targets.empty() ? "a" : "b", cli.opt.model, {}});
     }
     std::int64_t context = cli.opt.context;
     for (auto& t : targets) {
@@ -229,7 +239,9 @@ std::optional<std::int64_t> probe_targets(bench_cli& cli, std::vector<target>& t
                       << info.error().message << "\n";
             return std::nullopt;
         }
-        if (cli.opt.model.empty()) cli.opt.model = info->model;
+        if (t.model.empty()) t.model = info->model;
+        std::cerr << "calserve bench: server " << t.label << " model " << t.model << ", context "
+                  << (info->max_model_len > 0 ? std::to_string(info->max_model_len) : std::string("not stated")) << "\n";
         if (cli.opt.context == 0 && info->max_model_len > 0)
             context = context == 0 ? info->max_model_len : std::min(context, info->max_model_len);
     }
@@ -323,6 +335,28 @@ int write_sweep(const bench_cli& cli, const b::sweep_spec& spec, const std::vect
     return 0;
 }
 
+// Prompts are tokenized locally unless --server-tokenize: the same ids then reach
+// every server, whatever its /tokenize looks like.
+std::optional<b::encoder> prompt_encoder(const bench_cli& cli, const target& first) {
+    if (cli.server_tokenize) return b::remote_encoder(first.ep, std::chrono::seconds(60));
+    auto dir = find_tokenizer(cli.tokenizer);
+    if (!dir) {
+        std::cerr << "calserve bench: " << dir.error().message << "\n";
+        return std::nullopt;
+    }
+    auto tok = model::tokenizer::load(*dir);
+    if (!tok) {
+        std::cerr << "calserve bench: tokenizer " << dir->string() << ": " << tok.error().message << "\n";
+        return std::nullopt;
+    }
+    std::shared_ptr<const model::tokenizer> shared = std::move(*tok);
+    return b::encoder([shared](const std::string& text) -> result<std::vector<std::int64_t>> {
+        auto ids = shared->encode(text);
+        if (!ids) return ids.error();
+        return std::vector<std::int64_t>(ids->begin(), ids->end());
+    });
+}
+
 int run_bench(bench_cli& cli) {
     auto& opt = cli.opt;
     std::optional<b::sweep_spec> sweep;
@@ -359,9 +393,12 @@ int run_bench(bench_cli& cli) {
     for (const auto& c : cells) longest = std::max(longest, c.opt.prompt_tokens);
     const auto text = corpus_text(cli);
     if (!text) return 2;
-    auto corpus = b::corpus_tokens(targets.front().ep, *text, longest, std::chrono::seconds(60));
+    const auto encode = prompt_encoder(cli, targets.front());
+    if (!encode) return 2;
+    auto corpus = b::corpus_tokens(*encode, *text, longest);
     if (!corpus) {
-        std::cerr << "calserve bench: /tokenize failed: " << corpus.error().message << "\n";
+        std::cerr << "calserve bench: " << (cli.server_tokenize ? "/tokenize" : "tokenizer") << " failed: "
+                  << corpus.error().message << "\n";
         return 2;
     }
     bool failures = false;
@@ -377,7 +414,12 @@ const bool registered = register_command("bench", "load-test an OpenAI-compatibl
     app.add_option("--url", cli->url, "server base URL, e.g. http://127.0.0.1:8000")->required();
     app.add_option("--compare", cli->compare_url, "second server: alternate the workload, report B/A ratios");
     app.add_option("--api-key", cli->api_key, "bearer key for both servers");
-    app.add_option("--model", cli->opt.model, "model name (default: the server's first model)");
+    app.add_option("--model", cli->opt.model, "model name for every server (default: each server's data[0].id)");
+    auto* tok = app.add_option("--tokenizer", cli->tokenizer,
+                               "tokenizer directory for the prompts (default: the data lookup, as for serve)");
+    app.add_flag("--server-tokenize", cli->server_tokenize,
+                 "tokenize the prompts with the first server's /tokenize instead of locally")
+        ->excludes(tok);
     app.add_option("--rate", cli->rate, "open loop: requests per second");
     app.add_option("--arrival", cli->arrival, "open-loop arrivals: poisson or constant")
         ->check(CLI::IsMember({"poisson", "constant"}));

@@ -6,6 +6,7 @@
 
 #include "model/synthetic_model.hpp"
 #include "tools/command.hpp"
+#include "tools/data_paths.hpp"
 
 namespace calserve::tools {
 namespace {
@@ -26,14 +27,14 @@ const bool registered = register_command("make-model", "write a synthetic Qwen3 
     app.add_option("--seed", o->seed, "weight seed (same seed, same bytes)");
     app.add_option("--dtype", o->dtype, "f32|bf16 (f16 also accepted)");
     app.add_option("--tokenizer", o->tokenizer,
-                   "directory with tokenizer.json + tokenizer_config.json to copy (default: $CALSERVE_TOKENIZER_DIR)");
+                   "directory with tokenizer.json + tokenizer_config.json to copy (default: the data lookup)");
     return [o] {
-        std::filesystem::path tok = o->tokenizer;
-        if (tok.empty()) {
-            if (const char* env = std::getenv("CALSERVE_TOKENIZER_DIR")) tok = env;
-            else std::cerr << "make-model: no --tokenizer given, tokenizer files not copied\n";
+        auto tok = find_tokenizer(o->tokenizer);
+        if (!tok) {
+            std::cerr << "make-model: " << tok.error().message << "\n";
+            return 2;
         }
-        auto r = model::make_synthetic_model(o->preset, o->out, o->seed, o->dtype, tok);
+        auto r = model::make_synthetic_model(o->preset, o->out, o->seed, o->dtype, *tok);
         if (!r) {
             std::cerr << "make-model: " << r.error().what() << "\n";
             return r.code() == status::invalid_argument || r.code() == status::not_found ? 2 : 1;

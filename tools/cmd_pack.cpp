@@ -6,6 +6,7 @@
 
 #include "model/package/pack.hpp"
 #include "tools/command.hpp"
+#include "tools/data_paths.hpp"
 
 namespace calserve::tools {
 namespace {
@@ -26,14 +27,13 @@ int run_pack(const options& o) {
     po.out = o.out;
     po.seed = o.seed;
     po.full_hash = o.full_hash;
-    po.tokenizer_dir = o.tokenizer;
     po.decode_batches = o.decode_batches;
-    if (po.tokenizer_dir.empty())
-        if (const char* env = std::getenv("CALSERVE_TOKENIZER_DIR")) po.tokenizer_dir = env;
-    if (po.tokenizer_dir.empty()) {
-        std::cerr << "pack: no tokenizer directory (use --tokenizer or CALSERVE_TOKENIZER_DIR)\n";
+    auto tok = find_tokenizer(o.tokenizer);
+    if (!tok) {
+        std::cerr << "pack: " << tok.error().message << "\n";
         return 2;
     }
+    po.tokenizer_dir = *tok;
     auto p = pkg::pack(po);
     if (!p) {
         std::cerr << "pack: " << p.error().what() << "\n";
@@ -54,7 +54,7 @@ const bool registered = register_command("pack", "write a synthetic calbin packa
     app.add_option("--preset", o->preset, "preset: " + names)->required();
     app.add_option("--out", o->out, "output directory (created; an old package there is replaced)")->required();
     app.add_option("--seed", o->seed, "seed for parameter bytes and binaries");
-    app.add_option("--tokenizer", o->tokenizer, "tokenizer dir (default: $CALSERVE_TOKENIZER_DIR)");
+    app.add_option("--tokenizer", o->tokenizer, "tokenizer dir (default: the data lookup, README \"Where calserve finds its data\")");
     app.add_flag("--full-hash", o->full_hash, "also record full SHA-256 of multi-GiB parameter blocks");
     app.add_option("--decode-batches", o->decode_batches,
                    "decode batch profiles, e.g. 1,2,4,8,16 (ascending, from 1, at most 16; default: tiny presets "

@@ -10,6 +10,7 @@
 #include "model/transformer.hpp"
 #include "model/transformer_greedy.hpp"
 #include "tools/command.hpp"
+#include "tools/data_paths.hpp"
 
 namespace calserve::tools {
 namespace {
@@ -23,6 +24,7 @@ struct options {
     std::int64_t top = 5;
     int threads = 2;
     int tensor_parallel = 1;
+    std::string tokenizer;  // for text prompts when the model directory has no tokenizer.json
 };
 
 struct prompt {
@@ -56,11 +58,20 @@ result<prompt> parse_prompt(const std::string& line, std::size_t line_no) {
     return make_error(status::parse_error, where + "needs token_ids or text");
 }
 
-// Text prompts: the tokenizer is loaded from the model directory on first use.
-result<prompt> encode_text(prompt p, const std::string& model_dir, std::shared_ptr<const model::tokenizer>& tok,
+// The model's own tokenizer files, else --tokenizer / the shared data lookup.
+result<std::filesystem::path> tokenizer_for(const options& o) {
+    const std::filesystem::path model_dir = o.model_dir;
+    if (o.tokenizer.empty() && std::filesystem::exists(model_dir / "tokenizer.json")) return model_dir;
+    return find_tokenizer(o.tokenizer);
+}
+
+// Text prompts: the tokenizer is loaded on first use.
+result<prompt> encode_text(prompt p, const options& o, std::shared_ptr<const model::tokenizer>& tok,
                            std::size_t line_no) {
     if (!tok) {
-        auto loaded = model::tokenizer::load(model_dir);
+        auto dir = tokenizer_for(o);
+        if (!dir) return make_error(dir.code(), "text prompts need the tokenizer: " + dir.error().message);
+        auto loaded = model::tokenizer::load(*dir);
         if (!loaded) return make_error(loaded.code(), "text prompts need the tokenizer: " + loaded.error().message);
         tok = std::move(*loaded);
     }
@@ -109,7 +120,7 @@ int run(const options& o) {
         ++line_no;
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
         auto p = parse_prompt(line, line_no);
-        if (p && p->text) p = encode_text(std::move(*p), o.model_dir, tok, line_no);
+        if (p && p->text) p = encode_text(std::move(*p), o, tok, line_no);
         if (!p) {
             std::cerr << "reference: " << p.error().what() << "\n";
             return 2;
@@ -134,6 +145,8 @@ const bool registered = register_command("reference", "greedy reference corpus f
     app.add_option("--top", o->top, "top-k (id, logit) pairs recorded per step")->check(CLI::Range(0, 1000));
     app.add_option("--output", o->output, "output JSONL")->required();
     app.add_option("--threads", o->threads, "compute threads")->check(CLI::Range(1, 256));
+    app.add_option("--tokenizer", o->tokenizer,
+                   "tokenizer for text prompts (default: the model directory's, else the data lookup)");
     app.add_option("--tp", o->tensor_parallel, "tensor-parallel shards (1 or 2)")->check(CLI::Range(1, 2));
     return [o] { return run(*o); };
 });

@@ -34,7 +34,7 @@
 #include "net/control_socket.hpp"
 #include "net/http_server.hpp"
 #include "tools/command.hpp"
-#include "tools/paths.hpp"
+#include "tools/data_paths.hpp"
 
 namespace calserve::tools {
 namespace {
@@ -82,11 +82,11 @@ struct serve_options {
 };
 
 result<std::filesystem::path> ensure_default_package(const std::string& preset) {
-    auto dir = data_home() / "packages" / preset;
+    auto dir = default_package_dir(preset);
     // A package an older calserve wrote (other decode profiles) is rebuilt, not served.
     auto complete = [&](const std::filesystem::path& d) { return model::package::pack_is_current(d, preset); };
     if (complete(dir)) return dir;
-    auto tok = tokenizer_dir();
+    auto tok = find_tokenizer();
     if (!tok) return tok.error();
     spdlog::info("serve: writing the default package {} to {}", preset, dir.string());
     std::error_code ec;

@@ -16,7 +16,7 @@
 #include "soak/real_soak.hpp"
 #include "soak/soak.hpp"
 #include "tools/command.hpp"
-#include "tools/paths.hpp"
+#include "tools/data_paths.hpp"
 
 namespace calserve::tools {
 namespace {
@@ -114,7 +114,7 @@ int run_soak_cli(const soak_cli& c) {
     } else if (!c.model.empty()) {
         o.model_dir = c.model;
     } else {
-        auto tok = tokenizer_dir();
+        auto tok = find_tokenizer();
         if (!tok) {
             std::cerr << "soak: " << tok.error().message << "\n";
             return 2;

@@ -2,8 +2,8 @@
 // model tokenizer, for scripts and for checking the server's tokenizer by hand.
 //   tokenize:   stdin one JSON string per line  -> stdout one JSON array of ids per line
 //   detokenize: stdin one JSON array of ids per line -> stdout one JSON string per line
-// No special tokens are added. The tokenizer directory comes from --tokenizer or
-// the CALSERVE_TOKENIZER_DIR environment variable. A malformed line stops the run
+// No special tokens are added. The tokenizer directory comes from --tokenizer, else
+// the shared data lookup (tools/data_paths.hpp). A malformed line stops the run
 // with exit code 2 and names the line; stdout keeps the lines already converted.
 #include <CLI/CLI.hpp>
 #include <boost/json.hpp>
@@ -14,6 +14,7 @@
 
 #include "model/tokenizer.hpp"
 #include "tools/command.hpp"
+#include "tools/data_paths.hpp"
 
 namespace calserve::tools {
 namespace {
@@ -25,15 +26,12 @@ struct options {
 };
 
 std::shared_ptr<const model::tokenizer> open_tokenizer(const std::string& cmd, const options& o) {
-    std::string dir = o.dir;
-    if (dir.empty()) {
-        if (const char* env = std::getenv("CALSERVE_TOKENIZER_DIR")) dir = env;
-    }
-    if (dir.empty()) {
-        std::cerr << cmd << ": no tokenizer: pass --tokenizer DIR or set CALSERVE_TOKENIZER_DIR\n";
+    auto dir = find_tokenizer(o.dir);
+    if (!dir) {
+        std::cerr << cmd << ": " << dir.error().message << "\n";
         return nullptr;
     }
-    auto tok = model::tokenizer::load(dir);
+    auto tok = model::tokenizer::load(*dir);
     if (!tok) {
         std::cerr << cmd << ": " << tok.error().what() << "\n";
         return nullptr;
@@ -92,7 +90,7 @@ command_setup make_setup(bool encode) {
     return [encode](CLI::App& app) {
         auto o = std::make_shared<options>();
         app.add_option("--tokenizer", o->dir,
-                       "directory with tokenizer.json + tokenizer_config.json (default: $CALSERVE_TOKENIZER_DIR)");
+                       "directory with tokenizer.json + tokenizer_config.json (default: the data lookup)");
         return command_runner([o, encode] { return encode ? run_tokenize(*o) : run_detokenize(*o); });
     };
 }

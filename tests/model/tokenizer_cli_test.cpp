@@ -1,5 +1,6 @@
 // `calserve tokenize` / `calserve detokenize`: JSON lines in, JSON lines out,
-// agreement with the library, the CALSERVE_TOKENIZER_DIR fallback and exit codes.
+// agreement with the library, the CALSERVE_TOKENIZER_DIR fallback and exit codes
+// (the rest of the data lookup: tests/tools/data_paths_test.cpp).
 #include <catch2/catch.hpp>
 
 #include <boost/json.hpp>
@@ -28,11 +29,11 @@ std::string read_file(const fs::path& p) {
     return ss.str();
 }
 
-// Runs `env calserve args < input` in a scratch directory.
+// Runs `env calserve args < input` in (and from) a scratch directory.
 run_result run_cli(const std::string& env, const std::string& args, const std::string& input) {
     fs::path dir = calserve::test::scratch_dir("tokenizer-cli");
     std::ofstream(dir / "in.txt", std::ios::binary) << input;
-    std::string cmd = "env -u CALSERVE_TOKENIZER_DIR " + env + " '" + calserve::test::calserve_binary().string() + "' " +
+    std::string cmd = "cd '" + dir.string() + "' && env -u CALSERVE_TOKENIZER_DIR " + env + " '" + calserve::test::calserve_binary().string() + "' " +
                       args + " < '" + (dir / "in.txt").string() + "' > '" + (dir / "out.txt").string() + "' 2> '" +
                       (dir / "err.txt").string() + "'";
     int status = std::system(cmd.c_str());
@@ -79,7 +80,9 @@ TEST_CASE("calserve tokenize takes the directory from CALSERVE_TOKENIZER_DIR") {
                            "\"Hello\"\n");
     CHECK(r.exit_code == 0);
     CHECK(r.out == "[9707]\n");
-    run_result none = run_cli("", "tokenize", "\"Hello\"\n");
+    // Nothing in reach (no source tree, an empty data home): the message says how to fix it.
+    const auto home = calserve::test::scratch_dir("tokenizer-cli-home");
+    run_result none = run_cli("CALSERVE_NO_SOURCE_TREE=1 CALSERVE_HOME='" + home.string() + "'", "tokenize", "\"Hello\"\n");
     CHECK(none.exit_code == 2);
     CHECK_THAT(none.err, Catch::Contains("CALSERVE_TOKENIZER_DIR"));
 }

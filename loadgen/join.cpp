@@ -1,9 +1,9 @@
-#include "net/bench_join.hpp"
+#include "loadgen/join.hpp"
 
 #include <boost/json.hpp>
 #include <cstdio>
 
-namespace calserve::net::bench {
+namespace calserve::loadgen {
 namespace json = boost::json;
 
 namespace {
@@ -191,4 +191,4 @@ std::string clocks_table(const clocks_summary& c, const std::string& title) {
     return out;
 }
 
-}  // namespace calserve::net::bench
+}  // namespace calserve::loadgen

@@ -16,7 +16,7 @@
 #include <string>
 #include <thread>
 
-#include "net/bench_client.hpp"
+#include "loadgen/client.hpp"
 #include "tests/support/test_paths.hpp"
 
 namespace json = boost::json;
@@ -71,10 +71,10 @@ private:
 };
 
 bool wait_ready(const std::string& url) {
-    auto ep = calserve::net::bench::parse_url(url);
+    auto ep = calserve::loadgen::parse_url(url);
     if (!ep) return false;
     for (int i = 0; i < 600; ++i) {
-        auto r = calserve::net::bench::http_call(*ep, false, "/ready", "", std::chrono::seconds(2));
+        auto r = calserve::loadgen::http_call(*ep, false, "/ready", "", std::chrono::seconds(2));
         if (r && r->status == 200) return true;
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }

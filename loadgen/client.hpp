@@ -3,6 +3,15 @@
 //! server (models, tokenize) and one streamed completion with a client clock on
 //! every event (send, first byte, first token, every token, done).
 //!
+//! Servers differ in the shapes around `/v1/completions`; the client reads the
+//! documented ones of calserve, llama.cpp's llama-server and vLLM (tests/loadgen/
+//! protocol_test.cpp keeps them as fixtures): `/v1/models` `data[0].id` with the
+//! context in `max_model_len` (calserve, vLLM) or llama-server's `/props`
+//! `default_generation_settings.n_ctx`; `/tokenize` bodies carrying both
+//! `prompt` (calserve, vLLM) and `content` (llama-server); streams whose usage
+//! comes in its own chunk (vLLM, calserve), in the last choice chunk
+//! (llama-server) or not at all (older llama-server, which also omits [DONE]).
+//!
 //! Fault model: every network or protocol failure is a value (a `result` error or
 //! a record with ok=false and an error text), never an exception out of here; each
 //! call has a deadline so a stuck server cannot hang the harness. One connection per
@@ -15,7 +24,7 @@
 
 #include "config/result.hpp"
 
-namespace calserve::net::bench {
+namespace calserve::loadgen {
 
 struct endpoint {
     std::string host;
@@ -41,9 +50,14 @@ struct server_info {
     std::int64_t max_model_len = 0;  // 0 when the server does not say
 };
 
-// GET /v1/models: the first model and its usable context (`max_model_len`).
+// GET /v1/models: the first model and its usable context (`max_model_len`, else
+// llama-server's GET /props `default_generation_settings.n_ctx`, else 0).
 result<server_info> fetch_server_info(const endpoint& ep, std::chrono::milliseconds timeout);
-// POST /tokenize {"prompt": text} -> token ids.
+// Pure parsers of those two answers (a missing context is 0).
+result<server_info> parse_models(std::string_view body);
+std::int64_t parse_props_context(std::string_view body);
+// POST /tokenize {"prompt": text, "content": text, no special tokens} -> token ids;
+// `tokens` may hold ids or {"id", "piece"} objects (llama-server's with_pieces).
 result<std::vector<std::int64_t>> tokenize_remote(const endpoint& ep, const std::string& text,
                                                   std::chrono::milliseconds timeout);
 
@@ -75,6 +89,8 @@ struct request_record {
     std::int64_t max_tokens = 0;
     std::int64_t completion_tokens = 0;  // usage, else token events
     std::int64_t server_prompt_tokens = -1;  // usage.prompt_tokens (-1: not reported); must equal prompt_tokens
+    bool usage_completion = false;           // completion_tokens came from usage, not chunk counting
+    bool saw_done = false;                   // the stream ended with `data: [DONE]`
     std::string finish_reason;
     double t_send = -1.0;
     double t_first_byte = -1.0;
@@ -96,4 +112,4 @@ struct stream_request {
 void stream_completion(const endpoint& ep, const stream_request& req, bench_clock::time_point origin,
                        request_record& rec);
 
-}  // namespace calserve::net::bench
+}  // namespace calserve::loadgen

@@ -1,11 +1,11 @@
-#include "net/bench_sweep.hpp"
+#include "loadgen/sweep.hpp"
 
 #include <boost/json.hpp>
 #include <cmath>
 #include <cstdio>
 #include <set>
 
-namespace calserve::net::bench {
+namespace calserve::loadgen {
 namespace json = boost::json;
 
 std::string_view to_string(sweep_axis a) {
@@ -156,4 +156,4 @@ std::string sweep_table(const sweep_spec& spec, const std::vector<sweep_row>& ro
     return out;
 }
 
-}  // namespace calserve::net::bench
+}  // namespace calserve::loadgen

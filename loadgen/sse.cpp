@@ -1,8 +1,8 @@
-#include "net/bench_sse.hpp"
+#include "loadgen/sse.hpp"
 
 #include <boost/json.hpp>
 
-namespace calserve::net::bench {
+namespace calserve::loadgen {
 namespace json = boost::json;
 
 void sse_parser::feed(std::string_view bytes, const event_fn& on_event) {
@@ -88,4 +88,4 @@ stream_chunk parse_stream_chunk(std::string_view data) {
     return c;
 }
 
-}  // namespace calserve::net::bench
+}  // namespace calserve::loadgen

@@ -1,11 +1,11 @@
-#include "net/bench_run.hpp"
+#include "loadgen/run.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <random>
 #include <thread>
 
-namespace calserve::net::bench {
+namespace calserve::loadgen {
 
 const std::vector<std::int64_t>& prompt_buckets() {
     static const std::vector<std::int64_t> buckets{1, 16, 256, 1024, 2048, 4096, 8192, 16384, 32768, 40960};
@@ -80,9 +80,13 @@ std::string default_corpus_text() {
            "months about the budget, and in the end decided to leave the wall as it was. ";
 }
 
-result<std::vector<std::int64_t>> corpus_tokens(const endpoint& ep, const std::string& text, std::int64_t min_tokens,
-                                                std::chrono::milliseconds timeout) {
-    auto once = tokenize_remote(ep, text, timeout);
+encoder remote_encoder(const endpoint& ep, std::chrono::milliseconds timeout) {
+    return [ep, timeout](const std::string& text) { return tokenize_remote(ep, text, timeout); };
+}
+
+result<std::vector<std::int64_t>> corpus_tokens(const encoder& encode, const std::string& text,
+                                                std::int64_t min_tokens) {
+    auto once = encode(text);
     if (!once) return once.error();
     if (once->empty()) return make_error(status::invalid_argument, "corpus tokenizes to no tokens");
     const auto per_copy = static_cast<std::int64_t>(once->size());
@@ -90,7 +94,7 @@ result<std::vector<std::int64_t>> corpus_tokens(const endpoint& ep, const std::s
     std::string repeated;
     const auto copies = min_tokens / per_copy + 2;
     for (std::int64_t i = 0; i < copies; ++i) repeated += text;
-    return tokenize_remote(ep, repeated, timeout);
+    return encode(repeated);
 }
 
 namespace {
@@ -156,4 +160,4 @@ std::vector<request_record> run_load(const endpoint& ep, const std::string& labe
     return recs;
 }
 
-}  // namespace calserve::net::bench
+}  // namespace calserve::loadgen

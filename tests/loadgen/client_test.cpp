@@ -3,11 +3,11 @@
 // open loop runs, and clean errors from an unreachable server.
 #include <catch2/catch.hpp>
 
-#include "net/bench_run.hpp"
-#include "net_fixture.hpp"
+#include "loadgen/run.hpp"
+#include "tests/net/net_fixture.hpp"
 
 using namespace calserve;
-using namespace calserve::net::bench;
+using namespace calserve::loadgen;
 
 namespace {
 endpoint local(std::uint16_t port) {
@@ -38,7 +38,7 @@ TEST_CASE("bench client reads model info and tokenizes remotely", "[bench]") {
     auto ids = tokenize_remote(ep, "abc", std::chrono::seconds(5));
     REQUIRE(ids.ok());
     CHECK(*ids == std::vector<std::int64_t>{'a', 'b', 'c'});
-    auto corpus = corpus_tokens(ep, "hello ", 40, std::chrono::seconds(5));
+    auto corpus = corpus_tokens(remote_encoder(ep, std::chrono::seconds(5)), "hello ", 40);
     REQUIRE(corpus.ok());
     CHECK(corpus->size() >= 40);
 }

@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "net/bench_join.hpp"
-#include "net/bench_run.hpp"
-#include "net/bench_sweep.hpp"
+#include "loadgen/join.hpp"
+#include "loadgen/run.hpp"
+#include "loadgen/sweep.hpp"
 
-using namespace calserve::net::bench;
+using namespace calserve::loadgen;
 
 namespace {
 

@@ -1,6 +1,6 @@
 #pragma once
 //! Load generation of `calserve bench`: prompts of exact token counts cut from
-//! real text tokenized by the server, arrival schedules (open-loop Poisson or
+//! real text (tokenized locally, or by a server's /tokenize when asked), arrival schedules (open-loop Poisson or
 //! constant rate, closed-loop concurrency), and the run that records every request.
 //!
 //! Fault model: an unreachable server or a failed /tokenize is an error before any
@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "net/bench_client.hpp"
-#include "net/bench_report.hpp"
+#include "loadgen/client.hpp"
+#include "loadgen/report.hpp"
 
-namespace calserve::net::bench {
+namespace calserve::loadgen {
 
 enum class arrival_kind { poisson, constant, closed };
 
@@ -54,9 +54,13 @@ std::vector<std::vector<std::int64_t>> cut_prompts(const std::vector<std::int64_
 // Built-in English prose used when no --corpus file is given.
 std::string default_corpus_text();
 
-// Tokenizes `text` on the server, repeating it until at least `min_tokens` ids.
-result<std::vector<std::int64_t>> corpus_tokens(const endpoint& ep, const std::string& text, std::int64_t min_tokens,
-                                                std::chrono::milliseconds timeout);
+// Text -> token ids, without special tokens: a local tokenizer or a server's /tokenize.
+using encoder = std::function<result<std::vector<std::int64_t>>(const std::string& text)>;
+encoder remote_encoder(const endpoint& ep, std::chrono::milliseconds timeout);
+
+// Tokenizes `text`, repeating it until at least `min_tokens` ids.
+result<std::vector<std::int64_t>> corpus_tokens(const encoder& encode, const std::string& text,
+                                                std::int64_t min_tokens);
 
 struct progress {
     std::atomic<int> done{0};
@@ -71,4 +75,4 @@ std::vector<request_record> run_load(const endpoint& ep, const std::string& labe
                                      const std::vector<std::vector<std::int64_t>>& prompts, int warmup,
                                      int measured, bench_clock::time_point origin, progress& prog);
 
-}  // namespace calserve::net::bench
+}  // namespace calserve::loadgen

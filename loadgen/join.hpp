@@ -16,10 +16,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "net/bench_client.hpp"
-#include "net/bench_stats.hpp"
+#include "loadgen/client.hpp"
+#include "loadgen/stats.hpp"
 
-namespace calserve::net::bench {
+namespace calserve::loadgen {
 
 struct timing_index {
     std::unordered_map<std::string, server_timing> by_id;
@@ -56,4 +56,4 @@ clocks_summary summarize_clocks(std::span<const request_record> records, std::ui
 boost::json::object clocks_json(const clocks_summary& c);
 std::string clocks_table(const clocks_summary& c, const std::string& title);
 
-}  // namespace calserve::net::bench
+}  // namespace calserve::loadgen

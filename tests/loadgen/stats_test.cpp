@@ -1,13 +1,13 @@
-// Statistics of calserve bench (net/bench_stats, net/bench_report, net/bench_run's
+// Statistics of calserve bench (loadgen/stats, loadgen/report, loadgen/run's
 // pure parts): hand-computed values, determinism, and edge cases.
 #include <catch2/catch.hpp>
 #include <vector>
 
-#include "net/bench_report.hpp"
-#include "net/bench_run.hpp"
-#include "net/bench_stats.hpp"
+#include "loadgen/report.hpp"
+#include "loadgen/run.hpp"
+#include "loadgen/stats.hpp"
 
-using namespace calserve::net::bench;
+using namespace calserve::loadgen;
 
 TEST_CASE("bench percentiles interpolate between closest ranks", "[bench]") {
     const std::vector<double> v{5, 1, 4, 2, 3};

@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "config/result.hpp"
-#include "net/bench_report.hpp"
-#include "net/bench_run.hpp"
+#include "loadgen/report.hpp"
+#include "loadgen/run.hpp"
 
-namespace calserve::net::bench {
+namespace calserve::loadgen {
 
 enum class sweep_axis : std::uint8_t { concurrency, prompt_tokens, output_tokens, rate };
 std::string_view to_string(sweep_axis a);  // the spelling of --sweep: "prompt-tokens", ...
@@ -52,4 +52,4 @@ boost::json::object sweep_json(const sweep_spec& spec, const std::vector<sweep_r
 std::string sweep_table(const sweep_spec& spec, const std::vector<sweep_row>& rows,
                         const std::vector<std::string>& skipped);
 
-}  // namespace calserve::net::bench
+}  // namespace calserve::loadgen

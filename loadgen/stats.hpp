@@ -11,7 +11,7 @@
 #include <span>
 #include <vector>
 
-namespace calserve::net::bench {
+namespace calserve::loadgen {
 
 // Linear interpolation between closest ranks (the "R-7" definition), p in [0, 100].
 double percentile(std::span<const double> samples, double p);
@@ -71,4 +71,4 @@ struct littles_law {
 littles_law littles_law_check(double measured_concurrency, std::size_t completed, double window_s,
                               double mean_latency_s);
 
-}  // namespace calserve::net::bench
+}  // namespace calserve::loadgen

@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "net/bench_sse.hpp"
+#include "loadgen/sse.hpp"
 
-using namespace calserve::net::bench;
+using namespace calserve::loadgen;
 
 namespace {
 const std::string stream_text =

@@ -1,4 +1,4 @@
-#include "net/bench_client.hpp"
+#include "loadgen/client.hpp"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -7,9 +7,9 @@
 #include <boost/beast/http.hpp>
 #include <boost/json.hpp>
 
-#include "net/bench_sse.hpp"
+#include "loadgen/sse.hpp"
 
-namespace calserve::net::bench {
+namespace calserve::loadgen {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
@@ -87,12 +87,9 @@ result<http_reply> http_call(const endpoint& ep, bool post, const std::string& p
     return http_reply{static_cast<int>(parser.get().result_int()), parser.get().body()};
 }
 
-result<server_info> fetch_server_info(const endpoint& ep, std::chrono::milliseconds timeout) {
-    auto r = http_call(ep, false, "/v1/models", "", timeout);
-    if (!r) return r.error();
-    if (r->status != 200) return make_error(status::io_error, "/v1/models: HTTP " + std::to_string(r->status));
+result<server_info> parse_models(std::string_view body) {
     boost::system::error_code ec;
-    const auto v = json::parse(r->body, ec);
+    const auto v = json::parse(body, ec);
     const auto* data = (!ec && v.is_object()) ? v.get_object().if_contains("data") : nullptr;
     if (data == nullptr || !data->is_array() || data->get_array().empty() || !data->get_array()[0].is_object())
         return make_error(status::parse_error, "/v1/models: no model listed");
@@ -104,9 +101,42 @@ result<server_info> fetch_server_info(const endpoint& ep, std::chrono::milliseco
     return info;
 }
 
+std::int64_t parse_props_context(std::string_view body) {
+    boost::system::error_code ec;
+    const auto v = json::parse(body, ec);
+    if (ec || !v.is_object()) return 0;
+    const auto* gen = v.get_object().if_contains("default_generation_settings");
+    const auto* n = (gen != nullptr && gen->is_object()) ? gen->get_object().if_contains("n_ctx") : nullptr;
+    return (n != nullptr && n->is_int64() && n->get_int64() > 0) ? n->get_int64() : 0;
+}
+
+result<server_info> fetch_server_info(const endpoint& ep, std::chrono::milliseconds timeout) {
+    auto r = http_call(ep, false, "/v1/models", "", timeout);
+    if (!r) return r.error();
+    if (r->status != 200) return make_error(status::io_error, "/v1/models: HTTP " + std::to_string(r->status));
+    auto info = parse_models(r->body);
+    if (!info || info->max_model_len > 0) return info;
+    // llama-server states its per-slot context only in /props; other servers 404 here.
+    if (auto props = http_call(ep, false, "/props", "", timeout); props && props->status == 200)
+        info->max_model_len = parse_props_context(props->body);
+    return info;
+}
+
+namespace {
+
+result<std::int64_t> token_of(const json::value& t) {
+    if (t.is_int64()) return t.get_int64();
+    if (t.is_object())
+        if (const auto* id = t.get_object().if_contains("id"); id != nullptr && id->is_int64()) return id->get_int64();
+    return make_error(status::parse_error, "/tokenize: token is neither an id nor {\"id\": ...}");
+}
+
+}  // namespace
+
 result<std::vector<std::int64_t>> tokenize_remote(const endpoint& ep, const std::string& text,
                                                   std::chrono::milliseconds timeout) {
-    json::object body{{"prompt", text}};
+    // One body every server reads: calserve and vLLM take `prompt`, llama-server `content`.
+    json::object body{{"prompt", text}, {"content", text}, {"add_special", false}, {"add_special_tokens", false}};
     auto r = http_call(ep, true, "/tokenize", json::serialize(body), timeout);
     if (!r) return r.error();
     if (r->status != 200) return make_error(status::io_error, "/tokenize: HTTP " + std::to_string(r->status));
@@ -117,8 +147,9 @@ result<std::vector<std::int64_t>> tokenize_remote(const endpoint& ep, const std:
     std::vector<std::int64_t> ids;
     ids.reserve(toks->get_array().size());
     for (const auto& t : toks->get_array()) {
-        if (!t.is_int64()) return make_error(status::parse_error, "/tokenize: non-integer token");
-        ids.push_back(t.get_int64());
+        auto id = token_of(t);
+        if (!id) return id.error();
+        ids.push_back(*id);
     }
     return ids;
 }
@@ -138,11 +169,10 @@ std::string completion_body(const stream_request& req) {
     return json::serialize(body);
 }
 
-void on_event(std::string_view data, bench_clock::time_point origin, request_record& rec, std::int64_t& events,
-              bool& done) {
+void on_event(std::string_view data, bench_clock::time_point origin, request_record& rec, std::int64_t& events) {
     const auto c = parse_stream_chunk(data);
     if (c.done) {
-        done = true;
+        rec.saw_done = true;
         return;
     }
     if (c.malformed || c.has_error) {
@@ -151,7 +181,10 @@ void on_event(std::string_view data, bench_clock::time_point origin, request_rec
     }
     if (rec.request_id.empty()) rec.request_id = c.id;
     if (!c.finish_reason.empty()) rec.finish_reason = c.finish_reason;
-    if (c.usage_completion_tokens >= 0) rec.completion_tokens = c.usage_completion_tokens;
+    if (c.usage_completion_tokens >= 0) {
+        rec.completion_tokens = c.usage_completion_tokens;
+        rec.usage_completion = true;
+    }
     if (c.usage_prompt_tokens >= 0) rec.server_prompt_tokens = c.usage_prompt_tokens;
     if (c.text_events > 0) {
         const double t = seconds_since(origin);
@@ -166,7 +199,6 @@ void read_stream(beast::tcp_stream& stream, beast::flat_buffer& buf, http::respo
                  bench_clock::time_point origin, request_record& rec) {
     sse_parser sse;
     std::int64_t events = 0;
-    bool done = false;
     char chunk[16384];
     boost::system::error_code ec;
     while (!p.is_done()) {
@@ -181,11 +213,13 @@ void read_stream(beast::tcp_stream& stream, beast::flat_buffer& buf, http::respo
             return;
         }
         const auto n = sizeof chunk - p.get().body().size;
-        sse.feed(std::string_view(chunk, n), [&](std::string_view d) { on_event(d, origin, rec, events, done); });
+        sse.feed(std::string_view(chunk, n), [&](std::string_view d) { on_event(d, origin, rec, events); });
     }
     rec.t_done = seconds_since(origin);
     if (rec.completion_tokens == 0) rec.completion_tokens = events;
-    if (!done && rec.error.empty()) rec.error = "stream ended without [DONE]";
+    // A stream may end without [DONE] (older llama-server) once a choice has finished.
+    if (!rec.saw_done && rec.finish_reason.empty() && rec.error.empty())
+        rec.error = "stream ended without [DONE] or finish_reason";
     // The prompt was cut to an exact token count: the server must count the same.
     if (rec.error.empty() && rec.server_prompt_tokens >= 0 && rec.server_prompt_tokens != rec.prompt_tokens)
         rec.error = "server counted " + std::to_string(rec.server_prompt_tokens) + " prompt tokens, " +
@@ -234,4 +268,4 @@ void stream_completion(const endpoint& ep, const stream_request& req, bench_cloc
     stream.socket().shutdown(tcp::socket::shutdown_both, ec);
 }
 
-}  // namespace calserve::net::bench
+}  // namespace calserve::loadgen

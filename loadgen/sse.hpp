@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace calserve::net::bench {
+namespace calserve::loadgen {
 
 class sse_parser {
 public:
@@ -42,4 +42,4 @@ struct stream_chunk {
 
 stream_chunk parse_stream_chunk(std::string_view data);
 
-}  // namespace calserve::net::bench
+}  // namespace calserve::loadgen

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "net/bench_client.hpp"
-#include "net/bench_stats.hpp"
+#include "loadgen/client.hpp"
+#include "loadgen/stats.hpp"
 
-namespace calserve::net::bench {
+namespace calserve::loadgen {
 
 struct slo {
     std::optional<double> ttft_ms;
@@ -30,6 +30,8 @@ struct run_summary {
     std::size_t met_slo = 0;
     double window_s = 0.0;       // per round: first measured send .. last measured done, summed
     std::int64_t output_tokens = 0;
+    std::size_t prompt_checked = 0;   // successes whose usage.prompt_tokens the client matched
+    std::size_t usage_reported = 0;   // successes whose server reported usage.completion_tokens
     double request_throughput = 0.0;  // successful requests / s
     double token_throughput = 0.0;    // output tokens / s
     double goodput = 0.0;             // requests meeting the SLOs / s
@@ -52,4 +54,4 @@ std::string summary_table(const run_summary& s, const std::string& title);
 boost::json::object compare_ratios(const run_summary& a, const run_summary& b);
 std::string compare_table(const run_summary& a, const run_summary& b);
 
-}  // namespace calserve::net::bench
+}  // namespace calserve::loadgen

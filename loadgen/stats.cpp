@@ -1,11 +1,11 @@
-#include "net/bench_stats.hpp"
+#include "loadgen/stats.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
 
-namespace calserve::net::bench {
+namespace calserve::loadgen {
 namespace {
 
 double sorted_percentile(const std::vector<double>& sorted, double p) {
@@ -111,4 +111,4 @@ littles_law littles_law_check(double measured_concurrency, std::size_t completed
     return l;
 }
 
-}  // namespace calserve::net::bench
+}  // namespace calserve::loadgen

@@ -1,4 +1,4 @@
-#include "net/bench_report.hpp"
+#include "loadgen/report.hpp"
 
 #include <algorithm>
 #include <boost/json.hpp>
@@ -6,7 +6,7 @@
 #include <limits>
 #include <map>
 
-namespace calserve::net::bench {
+namespace calserve::loadgen {
 namespace json = boost::json;
 
 namespace {
@@ -75,6 +75,8 @@ run_summary summarize_run(std::span<const request_record> records, const slo& s,
         ++out.succeeded;
         if (meets_slo(r, s)) ++out.met_slo;
         out.output_tokens += r.completion_tokens;
+        if (r.server_prompt_tokens >= 0) ++out.prompt_checked;
+        if (r.usage_completion) ++out.usage_reported;
         ttft.push_back(to_ms(ttft_s(r)));
         e2e.push_back(to_ms(e2e_s(r)));
         if (auto t = tpot_s(r)) tpot.push_back(to_ms(*t));
@@ -149,6 +151,23 @@ std::string row(const char* name, const metric_summary& m) {
     return line;
 }
 
+// Whether the server's own counts backed the client's: the prompt lengths are exact
+// only where usage.prompt_tokens confirmed them, token counts are chunk counts otherwise.
+std::string usage_line(const run_summary& s) {
+    if (s.succeeded == 0) return "";
+    char line[256];
+    if (s.prompt_checked == s.succeeded && s.usage_reported == s.succeeded) {
+        std::snprintf(line, sizeof line, "prompt and output token counts confirmed by usage on all %zu requests\n",
+                      s.succeeded);
+        return line;
+    }
+    std::snprintf(line, sizeof line,
+                  "usage: prompt_tokens checked on %zu of %zu requests, completion_tokens reported on %zu "
+                  "(unreported: prompt lengths unchecked, output tokens counted as text chunks)\n",
+                  s.prompt_checked, s.succeeded, s.usage_reported);
+    return line;
+}
+
 }  // namespace
 
 json::object summary_json(const run_summary& s) {
@@ -159,6 +178,8 @@ json::object summary_json(const run_summary& s) {
         {"met_slo", s.met_slo},
         {"window_s", s.window_s},
         {"output_tokens", s.output_tokens},
+        {"prompt_tokens_checked", s.prompt_checked},
+        {"usage_reported", s.usage_reported},
         {"request_throughput_rps", s.request_throughput},
         {"token_throughput_tps", s.token_throughput},
         {"goodput_rps", s.goodput},
@@ -182,6 +203,7 @@ std::string summary_table(const run_summary& s, const std::string& title) {
                   s.measured, s.succeeded, s.failed, s.window_s, static_cast<long long>(s.output_tokens),
                   s.request_throughput, s.token_throughput, s.goodput, s.met_slo);
     out += line;
+    out += usage_line(s);
     out += "metric (ms)     n      mean       p50       p90       p99      MAD  mean 95% CI\n";
     out += row("TTFT", s.ttft_ms) + row("TPOT", s.tpot_ms) + row("ITL", s.itl_ms) + row("E2E", s.e2e_ms);
     std::snprintf(line, sizeof line, "Little's law: measured L %.3f vs lambda x W %.3f (ratio %.3f)\n",
@@ -215,4 +237,4 @@ std::string compare_table(const run_summary& a, const run_summary& b) {
     return out;
 }
 
-}  // namespace calserve::net::bench
+}  // namespace calserve::loadgen
