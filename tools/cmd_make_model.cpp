@@ -63,7 +63,7 @@ const bool registered = register_command("make-model", "write a synthetic Qwen3 
         std::filesystem::path tok = o->tokenizer;
         if (tok.empty()) {
             if (const char* env = std::getenv("CALSERVE_TOKENIZER_DIR")) tok = env;
-            else std::cerr << "make-model: no --tokenizer given, tokenizer files not copied\n";
+            else if (o->from.empty()) std::cerr << "make-model: no --tokenizer given, tokenizer files not copied\n";
         }
         if (o->format == "gguf") return write_gguf(*o, tok);
         auto r = model::make_synthetic_model(o->preset, o->out, o->seed, o->dtype, tok);

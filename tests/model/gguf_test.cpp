@@ -307,3 +307,26 @@ TEST_CASE("gguf: hyperparameters are checked like config.json", "[gguf]") {
     h->kv["general.architecture"].s = "llama";
     CHECK_FALSE(model::hf_config_from_gguf(*h).ok());
 }
+
+TEST_CASE("gguf: make-model --format gguf, and reference reads the file like the directory", "[gguf][cli]") {
+    if (!std::filesystem::exists(test::tokenizer_dir() / "tokenizer.json")) FAIL("run tools/bootstrap (tokenizer)");
+    auto dir = test::scratch_dir("gguf-cli");
+    const auto bin = test::calserve_binary().string();
+    const auto hf = dir / "m", file = dir / "m.gguf";
+    auto run = [](const std::string& cmd) { return std::system((cmd + " > /dev/null 2>&1").c_str()); };
+    REQUIRE(run(bin + " make-model --preset tiny-dense --dtype bf16 --seed 3 --out " + hf.string() + " --tokenizer " +
+                test::tokenizer_dir().string()) == 0);
+    REQUIRE(run(bin + " make-model --format gguf --from " + hf.string() + " --out " + file.string()) == 0);
+    CHECK(model::is_gguf_file(file));
+    std::ofstream(dir / "p.jsonl") << "{\"id\":\"t\",\"text\":\"<|im_start|>user\\nHello, GGUF!<|im_end|>\"}\n";
+    auto reference = [&](const std::filesystem::path& model, const std::string& out) {
+        REQUIRE(run(bin + " reference --model " + model.string() + " --prompts " + (dir / "p.jsonl").string() +
+                    " --max-tokens 6 --top 3 --output " + (dir / out).string()) == 0);
+        std::ifstream in(dir / out);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    const std::string a = reference(hf, "hf.jsonl");
+    CHECK_FALSE(a.empty());
+    CHECK(a == reference(file, "gguf.jsonl"));  // same prompt ids, tokens and top-3 logits
+    CHECK(run(bin + " make-model --format gguf --from " + hf.string() + " --gguf-dtype q4 --out " + file.string()) != 0);
+}
