@@ -330,3 +330,19 @@ TEST_CASE("gguf: make-model --format gguf, and reference reads the file like the
     CHECK(a == reference(file, "gguf.jsonl"));  // same prompt ids, tokens and top-3 logits
     CHECK(run(bin + " make-model --format gguf --from " + hf.string() + " --gguf-dtype q4 --out " + file.string()) != 0);
 }
+
+TEST_CASE("gguf: the fuzz seeds parse and map to configs", "[gguf]") {
+    const auto seeds = test::source_dir() / "tests" / "fuzz" / "corpus" / "fuzz_gguf_model";
+    int parsed = 0;
+    for (const auto& e : std::filesystem::directory_iterator(seeds)) {
+        if (!e.path().string().ends_with(".gguf") || e.path().filename() == "vocab-only.gguf") continue;
+        INFO(e.path().filename().string());
+        auto h = model::read_gguf_header(e.path());
+        REQUIRE(h.ok());
+        auto c = model::hf_config_from_gguf(*h);
+        REQUIRE(c.ok());
+        CHECK(c->vocab_size == 4);
+        ++parsed;
+    }
+    CHECK(parsed == 4);
+}
