@@ -5,6 +5,7 @@
 #include <array>
 #include <cstring>
 #include <fstream>
+#include <set>
 
 namespace calserve::model {
 namespace {
@@ -186,8 +187,10 @@ result<hf_config> hf_config_from_gguf(const gguf::header& h) {
     if (!embd || embd->dims.size() != 2) return bad("missing 2-D tensor token_embd.weight");
     c.vocab_size = embd->dims[0];
     c.tie_word_embeddings = find_tensor(h, "output.weight") == nullptr;
+    std::set<std::string, std::less<>> names;
+    for (const auto& t : h.tensors) names.insert(t.name);
     for (std::int64_t l = 0; moe && l < c.num_hidden_layers && l < 100000; ++l)
-        if (!find_tensor(h, "blk." + std::to_string(l) + ".ffn_gate_inp.weight")) c.mlp_only_layers.push_back(l);
+        if (!names.contains("blk." + std::to_string(l) + ".ffn_gate_inp.weight")) c.mlp_only_layers.push_back(l);
     if (!moe) c.num_experts = 0;
     if (moe && c.intermediate_size == 0) c.intermediate_size = c.moe_intermediate_size;
     // The same validation as config.json (positive sizes, head ratios, top-k bounds).

@@ -203,6 +203,10 @@ result<hf_config> load_hf_config(const std::filesystem::path& model_dir) {
         if (!h) return h.error();
         return hf_config_from_gguf(*h);
     }
+    if (std::error_code ec; std::filesystem::is_regular_file(model_dir, ec))
+        return make_error(status::package_invalid, model_dir.string() +
+                                                       " is a file but not a GGUF file (no GGUF magic); --model takes a "
+                                                       "Hugging Face directory or a GGUF file");
     auto path = model_dir / "config.json";
     std::ifstream in(path);
     if (!in) return make_error(status::not_found, "cannot read " + path.string());

@@ -35,6 +35,7 @@ void_result check_kind(const gguf::header& h) {
     auto model = h.string("tokenizer.ggml.model");
     auto pre = h.string("tokenizer.ggml.pre");
     if (!model || !pre) return bad("tokenizer.ggml.model / .pre must be strings");
+    if (!*model) return make_error(status::not_found, "GGUF file has no embedded tokenizer (tokenizer.ggml.model)");
     if (model->value_or("") != "gpt2")
         return make_error(status::unsupported, "GGUF tokenizer model '" + model->value_or("") + "' (only gpt2)");
     if (pre->value_or("") != "qwen2")

@@ -346,3 +346,31 @@ TEST_CASE("gguf: the fuzz seeds parse and map to configs", "[gguf]") {
     }
     CHECK(parsed == 4);
 }
+
+TEST_CASE("gguf: a file that is not GGUF, or a GGUF without a tokenizer, is a clear error", "[gguf]") {
+    auto dir = test::scratch_dir("gguf-not");
+    std::ofstream(dir / "x.bin") << "not a model";
+    auto c = model::load_hf_config(dir / "x.bin");
+    REQUIRE_FALSE(c.ok());
+    CHECK(c.error().message.find("not a GGUF file") != std::string::npos);
+    auto m = test::write_small_model("gguf-no-tokenizer", test::small_config(false), "bf16");
+    auto tok = model::tokenizer::load(to_gguf(m, "keep"));
+    REQUIRE_FALSE(tok.ok());
+    CHECK(tok.error().message.find("no embedded tokenizer") != std::string::npos);
+}
+
+TEST_CASE("gguf: Q8_0 under tensor parallel 2 equals the unsplit model up to summation order", "[gguf][transformer]") {
+    for (bool moe : {false, true}) {
+        auto dir = test::write_small_model("gguf-q8-tp-" + std::to_string(moe), test::small_config(moe), "f32");
+        const auto file = to_gguf(dir, "q8_0");
+        auto one = test::load_model(file, 1);
+        auto two = test::load_model(file, 2);
+        const auto v = static_cast<std::size_t>(one->shape().vocab_size);
+        std::vector<float> a(v), b(v);
+        const auto prompt = test::random_tokens(11, one->shape().vocab_size, 4);
+        REQUIRE(one->prefill(1, prompt, a).ok());
+        REQUIRE(two->prefill(1, prompt, b).ok());
+        INFO("moe " << moe);
+        CHECK(test::max_abs_diff(a.data(), b.data(), v) < 1e-3f);
+    }
+}
