@@ -1,6 +1,8 @@
 // config.json parsing and validation; see hf_config.hpp.
 #include "model/hf_config.hpp"
 
+#include "model/gguf_model.hpp"
+
 #include <algorithm>
 #include <boost/json.hpp>
 #include <fstream>
@@ -196,6 +198,15 @@ result<hf_config> parse_hf_config(std::string_view json_text) {
 }
 
 result<hf_config> load_hf_config(const std::filesystem::path& model_dir) {
+    if (is_gguf_file(model_dir)) {
+        auto h = read_gguf_header(model_dir);
+        if (!h) return h.error();
+        return hf_config_from_gguf(*h);
+    }
+    if (std::error_code ec; std::filesystem::is_regular_file(model_dir, ec))
+        return make_error(status::package_invalid, model_dir.string() +
+                                                       " is a file but not a GGUF file (no GGUF magic); --model takes a "
+                                                       "Hugging Face directory or a GGUF file");
     auto path = model_dir / "config.json";
     std::ifstream in(path);
     if (!in) return make_error(status::not_found, "cannot read " + path.string());

@@ -48,6 +48,7 @@ struct hf_config {
 };
 
 result<hf_config> parse_hf_config(std::string_view json_text);
+// `model_dir/config.json`, or the hyperparameters of a GGUF file.
 result<hf_config> load_hf_config(const std::filesystem::path& model_dir);
 
 }  // namespace calserve::model

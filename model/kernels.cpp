@@ -152,6 +152,7 @@ void convert_rows_to_f32(const tensor_view& w, std::int64_t r0, std::int64_t r1,
         case dtype::f32: return convert_rows_t<dtype::f32>(w, r0, r1, out);
         case dtype::bf16: return convert_rows_t<dtype::bf16>(w, r0, r1, out);
         case dtype::f16: return convert_rows_t<dtype::f16>(w, r0, r1, out);
+        case dtype::q8_0: return convert_rows_q8(w, r0, r1, out);
     }
 }
 
@@ -160,6 +161,7 @@ void dot_rows(const tensor_view& w, std::int64_t r0, std::int64_t r1, const floa
         case dtype::f32: return dot_group_t<dtype::f32, 1>(w, r0, r1, x, 0, y, 0);
         case dtype::bf16: return dot_group_t<dtype::bf16, 1>(w, r0, r1, x, 0, y, 0);
         case dtype::f16: return dot_group_t<dtype::f16, 1>(w, r0, r1, x, 0, y, 0);
+        case dtype::q8_0: return dot_rows_multi(w, r0, r1, x, 1, w.cols, y, 0);
     }
 }
 
@@ -169,6 +171,11 @@ void dot_rows_multi(const tensor_view& w, std::int64_t r0, std::int64_t r1, cons
         case dtype::f32: return dot_rows_multi_t<dtype::f32>(w, r0, r1, x, nvec, ldx, y, ldy);
         case dtype::bf16: return dot_rows_multi_t<dtype::bf16>(w, r0, r1, x, nvec, ldx, y, ldy);
         case dtype::f16: return dot_rows_multi_t<dtype::f16>(w, r0, r1, x, nvec, ldx, y, ldy);
+        case dtype::q8_0: {
+            thread_local q8_vectors xq;
+            quantize_vectors_q8(x, nvec, ldx, w.cols, xq);
+            return dot_rows_q8(w, r0, r1, xq, nvec, y, ldy);
+        }
     }
 }
 

@@ -2,7 +2,8 @@
 //! Numeric kernels of the reference transformer (AVX2/FMA/F16C).
 //!
 //! Role: the inner loops: dtype conversions, dot products of stored-dtype weight
-//! rows (F32, BF16, F16) with FP32 activations, the row-parallel linear layer
+//! rows (F32, BF16, F16) with FP32 activations, Q8_0 rows with int8-quantised
+//! activations (int8 products, FP32 per-block scales; never dequantised), the row-parallel linear layer
 //! (matvec for decode, a multi-vector kernel for batches that reads each weight
 //! row from memory once and sums each vector exactly as the matvec does, so a
 //! batch row's result never depends on its batch; OpenBLAS sgemm over converted
@@ -60,7 +61,7 @@ struct panel_matrix {
     std::vector<float> f32;
     std::vector<std::uint16_t> bf16;
     bool empty() const { return f32.empty() && bf16.empty(); }
-    // Empty when `w` has more than k_panel_max_cols columns.
+    // Empty when `w` has more than k_panel_max_cols columns or is Q8_0.
     static panel_matrix pack(const tensor_view& w);
 };
 // Y[v * ldy + r] for rows of panels [p0, p1), v < nvec.
@@ -69,6 +70,21 @@ void panel_rows_multi(const panel_matrix& w, std::int64_t p0, std::int64_t p1, c
 // Y[t x w.rows] = X[t x w.cols] * w^T over panels split across the pool; row-exact for any t.
 void linear_panels(thread_pool& pool, const panel_matrix& w, const float* x, std::int64_t t, std::int64_t ldx,
                    float* y, std::int64_t ldy);
+
+// Q8_0 (kernels_q8.cpp). Activations quantised per 32-block: int8 values and an
+// FP32 scale per block, vector v's blocks at [v * blocks, (v + 1) * blocks).
+struct q8_vectors {
+    std::int64_t blocks = 0;
+    std::vector<std::int8_t> q;
+    std::vector<float> d;
+};
+// n a multiple of 32.
+void quantize_vectors_q8(const float* x, std::int64_t nvec, std::int64_t ldx, std::int64_t n, q8_vectors& out);
+// Y[v * ldy + r - r0] = Q8_0 row r . vector v (int8 products, per-block scales), v < nvec.
+// Row-exact: a vector's result does not depend on nvec.
+void dot_rows_q8(const tensor_view& w, std::int64_t r0, std::int64_t r1, const q8_vectors& xq, std::int64_t nvec,
+                 float* y, std::int64_t ldy);
+void convert_rows_q8(const tensor_view& w, std::int64_t r0, std::int64_t r1, float* out);
 
 float dot_f32(const float* a, const float* b, std::int64_t n);
 // Sum of n floats with four independent accumulators (a pure read stream; the benchmarks' bandwidth probe).

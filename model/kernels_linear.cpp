@@ -47,6 +47,16 @@ void linear(thread_pool& pool, const tensor_view& w, const float* x, std::int64_
             std::int64_t ldy, linear_mode mode) {
     if (t <= 0 || w.rows <= 0) return;
     const std::int64_t work = w.rows * w.cols * t;
+    if (w.type == dtype::q8_0) {
+        // Activations quantised once by the calling thread; every mode is the int8 kernel.
+        // (A named reference: a lambda body naming a thread_local would read the worker's own.)
+        thread_local q8_vectors caller_xq;
+        q8_vectors& xq = caller_xq;
+        quantize_vectors_q8(x, t, ldx, w.cols, xq);
+        pool.parallel_for(w.rows, 16, work,
+                          [&](std::int64_t b, std::int64_t e) { dot_rows_q8(w, b, e, xq, t, y + b, ldy); });
+        return;
+    }
     if (t == 1) {
         pool.parallel_for(w.rows, 16, work, [&](std::int64_t b, std::int64_t e) { dot_rows(w, b, e, x, y + b); });
         return;

@@ -102,7 +102,8 @@ void panels_t(const panel_matrix& w, std::int64_t p0, std::int64_t p1, const flo
 
 panel_matrix panel_matrix::pack(const tensor_view& w) {
     panel_matrix m;
-    if (w.rows <= 0 || w.cols <= 0 || w.cols > k_panel_max_cols) return m;
+    // Q8_0 keeps its int8 kernel (the panels would hold dequantised weights).
+    if (w.rows <= 0 || w.cols <= 0 || w.cols > k_panel_max_cols || w.type == dtype::q8_0) return m;
     m.rows = w.rows;
     m.cols = w.cols;
     const std::int64_t panels = (w.rows + k_lanes - 1) / k_lanes;

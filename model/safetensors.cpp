@@ -69,11 +69,16 @@ result<tensor_info> parse_entry(std::string_view name, const json::value& v, std
 
 std::size_t dtype_size(dtype t) { return t == dtype::f32 ? 4 : 2; }
 
+std::uint64_t dtype_bytes(dtype t, std::uint64_t elements) {
+    return t == dtype::q8_0 ? elements / 32 * 34 : elements * dtype_size(t);
+}
+
 std::string_view to_string(dtype t) {
     switch (t) {
         case dtype::f32: return "F32";
         case dtype::bf16: return "BF16";
         case dtype::f16: return "F16";
+        case dtype::q8_0: return "Q8_0";
     }
     return "?";
 }

@@ -25,10 +25,14 @@
 
 namespace calserve::model {
 
-enum class dtype : std::uint8_t { f32, bf16, f16 };
+// q8_0 comes only from GGUF files: blocks of 32 int8 weights after an FP16 scale
+// (34 bytes per 32 weights), so it has no per-element size: use dtype_bytes.
+enum class dtype : std::uint8_t { f32, bf16, f16, q8_0 };
 
-std::size_t dtype_size(dtype t);
-std::string_view to_string(dtype t);  // safetensors spelling: F32, BF16, F16
+std::size_t dtype_size(dtype t);  // bytes per element; not for q8_0
+// Bytes of `elements` consecutive values (a multiple of 32 for q8_0).
+std::uint64_t dtype_bytes(dtype t, std::uint64_t elements);
+std::string_view to_string(dtype t);  // safetensors spelling: F32, BF16, F16 (Q8_0)
 
 struct tensor_info {
     std::string name;

@@ -65,6 +65,15 @@ struct tokenizer_data {
     bool has_id(token_id id) const { return id >= 0 && static_cast<std::size_t>(id) < known.size() && known[static_cast<std::size_t>(id)]; }
 };
 
+// `dir`: a directory with tokenizer.json + tokenizer_config.json, or a GGUF file.
 result<std::unique_ptr<tokenizer_data>> load_tokenizer_data(const std::filesystem::path& dir);
+// The tokenizer embedded in a GGUF file (tokenizer.ggml.*, pre-tokenizer qwen2).
+result<std::unique_ptr<tokenizer_data>> load_tokenizer_data_gguf(const std::filesystem::path& file);
+
+// Building blocks shared by both loaders.
+void set_vocab_token(tokenizer_data& d, token_id id, std::string token);
+void_result add_split_regex(tokenizer_data& d, const std::string& pattern);
+void_result index_added_tokens(tokenizer_data& d);  // after every added token is in d.added
+void finish_token_bytes(tokenizer_data& d);         // after vocab and added tokens
 
 }  // namespace calserve::model::detail

@@ -156,6 +156,12 @@ void_result load_added_tokens(const json::object& root, tokenizer_data& d) {
         d.token_ids[t.content] = t.id;
         d.added.push_back(std::move(t));
     }
+    return index_added_tokens(d);
+}
+
+}  // namespace
+
+void_result index_added_tokens(tokenizer_data& d) {
     if (d.added.size() > std::numeric_limits<std::uint16_t>::max()) return unsupported("more than 65535 added tokens");
     for (std::size_t i = 0; i < d.added.size(); ++i) {
         d.added_by_first_byte[static_cast<std::uint8_t>(d.added[i].content[0])].push_back(static_cast<std::uint16_t>(i));
@@ -167,6 +173,8 @@ void_result load_added_tokens(const json::object& root, tokenizer_data& d) {
     }
     return {};
 }
+
+namespace {
 
 void_result load_normalizer(const json::object& root, tokenizer_data& d) {
     const json::value* n = field(root, "normalizer");
@@ -299,7 +307,12 @@ void_result load_config(const std::filesystem::path& file, tokenizer_data& d) {
 
 }  // namespace
 
+void set_vocab_token(tokenizer_data& d, token_id id, std::string token) { set_token(d, id, std::move(token)); }
+void_result add_split_regex(tokenizer_data& d, const std::string& pattern) { return add_split(d, pattern); }
+void finish_token_bytes(tokenizer_data& d) { build_token_bytes(d); }
+
 result<std::unique_ptr<tokenizer_data>> load_tokenizer_data(const std::filesystem::path& dir) {
+    if (std::filesystem::is_regular_file(dir)) return load_tokenizer_data_gguf(dir);
     auto root = read_json(dir / "tokenizer.json");
     if (!root) return root.error();
     if (!root->is_object()) return bad("not a JSON object");

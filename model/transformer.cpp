@@ -117,6 +117,21 @@ void_result bind_weights(transformer::impl& m) {
     return {};
 }
 
+// Q8_0 column slices (o_proj / down_proj per shard) must start on a 32-block.
+void_result check_block_slices(const transformer::impl& m) {
+    if (m.tp == 1) return {};
+    for (const auto& lw : m.layers) {
+        const bool q8 = lw.o.type == dtype::q8_0 || lw.down.type == dtype::q8_0 ||
+                        (!lw.experts.empty() && lw.experts.front().down.type == dtype::q8_0);
+        if (!q8) continue;
+        for (const shard_range& s : m.shards)
+            if ((s.head_begin * m.cfg.head_dim) % 32 != 0 || s.ffn_begin % 32 != 0 || s.moe_begin % 32 != 0)
+                return make_error(status::unsupported, "tensor_parallel 2 with Q8_0 weights needs per-shard head and "
+                                                       "FFN widths that are multiples of 32");
+    }
+    return {};
+}
+
 }  // namespace
 
 std::vector<expert_choice> select_experts(std::span<const float> router_logits, std::int64_t k, bool renormalise) {
@@ -156,6 +171,7 @@ result<std::unique_ptr<transformer>> transformer::load(const std::filesystem::pa
     m->tp = opts.tensor_parallel;
     m->shards = std::move(*shards);
     if (auto r = bind_weights(*m); !r) return r.error();
+    if (auto r = check_block_slices(*m); !r) return r.error();
     m->shape = make_shape(m->cfg, m->weights.total_bytes());
     return std::unique_ptr<transformer>(new transformer(std::move(m)));
 }

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "model/gguf_model.hpp"
 #include "model/kernels.hpp"
 
 namespace calserve::model {
@@ -53,6 +54,15 @@ result<std::vector<std::filesystem::path>> checkpoint_files(const std::filesyste
 
 result<checkpoint> checkpoint::load(const std::filesystem::path& dir, const io::read_options& opts,
                                     io::read_report* report) {
+    if (is_gguf_file(dir)) {
+        auto h = read_gguf_header(dir, opts);
+        if (!h) return h.error();
+        auto f = load_gguf_tensors(dir, *h, opts, report);
+        if (!f) return f.error();
+        checkpoint c;
+        if (auto r = c.add_file(std::move(*f)); !r) return r.error();
+        return c;
+    }
     auto files = checkpoint_files(dir);
     if (!files) return files.error();
     checkpoint c;

@@ -2,7 +2,8 @@
 //! A Hugging Face checkpoint directory held in memory, and typed views into it.
 //!
 //! Role: load `model.safetensors`, or the shards listed by
-//! `model.safetensors.index.json` (or, lacking both, every `*.safetensors`), and
+//! `model.safetensors.index.json` (or, lacking both, every `*.safetensors`), or a
+//! GGUF file (gguf_model.hpp), and
 //! hand out views by Hugging Face tensor name. Weights stay in their stored
 //! dtype (BF16 stays BF16: decode is bound by weight read bandwidth).
 //!
@@ -24,7 +25,8 @@
 namespace calserve::model {
 
 // A row-major matrix view: `rows` x `cols` elements, rows `row_stride` elements
-// apart (a column slice keeps the parent's stride).
+// apart (a column slice keeps the parent's stride). For q8_0, strides and column
+// slices start on 32-element block boundaries (the loader checks the shapes).
 struct tensor_view {
     dtype type = dtype::f32;
     std::int64_t rows = 0;
@@ -33,19 +35,20 @@ struct tensor_view {
     const std::byte* data = nullptr;
 
     const std::byte* row(std::int64_t r) const {
-        return data + static_cast<std::size_t>(r * row_stride) * dtype_size(type);
+        return data + dtype_bytes(type, static_cast<std::uint64_t>(r * row_stride));
     }
     tensor_view row_slice(std::int64_t begin, std::int64_t end) const {
         return {type, end - begin, cols, row_stride, row(begin)};
     }
     tensor_view col_slice(std::int64_t begin, std::int64_t end) const {
-        return {type, rows, end - begin, row_stride, data + static_cast<std::size_t>(begin) * dtype_size(type)};
+        return {type, rows, end - begin, row_stride, data + dtype_bytes(type, static_cast<std::uint64_t>(begin))};
     }
-    std::int64_t bytes() const { return rows * cols * static_cast<std::int64_t>(dtype_size(type)); }
+    std::int64_t bytes() const { return static_cast<std::int64_t>(dtype_bytes(type, static_cast<std::uint64_t>(rows * cols))); }
 };
 
 class checkpoint {
 public:
+    // `dir`: a Hugging Face directory, or a GGUF file (tensors under their HF names).
     static result<checkpoint> load(const std::filesystem::path& dir, const io::read_options& opts = {},
                                    io::read_report* report = nullptr);
 

@@ -139,7 +139,7 @@ int run(const options& o) {
 
 const bool registered = register_command("reference", "greedy reference corpus from a model directory", [](CLI::App& app) {
     auto o = std::make_shared<options>();
-    app.add_option("--model", o->model_dir, "Hugging Face model directory")->required();
+    app.add_option("--model", o->model_dir, "Hugging Face model directory or GGUF file")->required();
     app.add_option("--prompts", o->prompts, "JSONL prompts: {\"id\", \"token_ids\"} or {\"id\", \"text\"}")->required();
     app.add_option("--max-tokens", o->max_tokens, "tokens to generate per prompt")->check(CLI::Range(1, 1 << 20));
     app.add_option("--top", o->top, "top-k (id, logit) pairs recorded per step")->check(CLI::Range(0, 1000));

@@ -304,7 +304,7 @@ int run_serve(const serve_options& o) {
 const bool registered = register_command("serve", "run the OpenAI-compatible streaming daemon", [](CLI::App& app) {
     auto o = std::make_shared<serve_options>();
     app.add_option("--package", o->package_dir, "calbin package directory (sim backend)");
-    app.add_option("--model", o->model_dir, "Hugging Face model directory (cpu backend)");
+    app.add_option("--model", o->model_dir, "Hugging Face model directory or GGUF file (cpu backend)");
     app.add_option("--config", o->config_file, "JSON config file");
     app.add_option("--set", o->overrides, "key.path=value override (repeatable)");
     app.add_option("--host", o->host, "listen address (server.host)");

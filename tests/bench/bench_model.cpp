@@ -1,10 +1,12 @@
 // Reference-transformer benchmarks: memory read bandwidth, decode tokens/s on the
 // qwen3-0.6b shape (BF16) as a fraction of the memory roofline, batched decode
 // (4 and 16 rows: cpu_steps/s against batch 1's gives the step-time ratio),
-// prefill (sgemm) and weight loading MB/s with io_uring vs pread.
+// prefill (sgemm) and weight loading MB/s with io_uring vs pread; the same decode
+// from a Q8_0 GGUF of that checkpoint (int8 kernel, ~0.53x the bytes per token).
 //
 // The 0.6b-shape checkpoint (~1.2 GB) is generated once into
-// $CALSERVE_BENCH_MODEL_DIR (default /tmp/calserve-bench/qwen3-0.6b-shape-bf16).
+// $CALSERVE_BENCH_MODEL_DIR (default /tmp/calserve-bench/qwen3-0.6b-shape-bf16),
+// its Q8_0 GGUF beside it (<dir>.q8_0.gguf).
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "io/file_reader.hpp"
+#include "model/gguf_model.hpp"
 #include "model/kernels.hpp"
 #include "model/synthetic_model.hpp"
 #include "model/transformer.hpp"
@@ -40,13 +43,27 @@ const std::filesystem::path& ensure_model() {
     return dir;
 }
 
+std::unique_ptr<model::transformer> load_bench_model(const std::filesystem::path& path) {
+    model::load_options o;
+    o.threads = k_threads;
+    auto r = model::transformer::load(path, o);
+    if (!r) throw std::runtime_error(r.error().what());
+    return std::move(*r);
+}
+
 model::transformer& shared_model() {
+    static std::unique_ptr<model::transformer> m = load_bench_model(ensure_model());
+    return *m;
+}
+
+model::transformer& shared_q8_model() {
     static std::unique_ptr<model::transformer> m = [] {
-        model::load_options o;
-        o.threads = k_threads;
-        auto r = model::transformer::load(ensure_model(), o);
-        if (!r) throw std::runtime_error(r.error().what());
-        return std::move(*r);
+        const std::filesystem::path file = ensure_model().string() + ".q8_0.gguf";
+        if (!std::filesystem::exists(file)) {
+            auto r = model::write_gguf_from_hf(ensure_model(), file, "q8_0");
+            if (!r) throw std::runtime_error(r.error().what());
+        }
+        return load_bench_model(file);
     }();
     return *m;
 }
@@ -102,12 +119,11 @@ BENCHMARK(BM_memory_read_bandwidth)->Iterations(1)->Unit(benchmark::kMillisecond
 // in full (tied: the embedding table), the embedding lookup only one row.
 double bytes_per_token(const model::transformer& m) {
     const auto& c = m.config();
-    const double table = static_cast<double>(c.vocab_size * c.hidden_size) * 2.0;  // BF16
+    const double table = static_cast<double>(c.vocab_size * c.hidden_size) * 2.0;  // BF16 (untied only)
     return static_cast<double>(m.shape().weight_bytes) - (c.tie_word_embeddings ? 0.0 : table);
 }
 
-void BM_decode_qwen3_0_6b_bf16(benchmark::State& state) {
-    auto& m = shared_model();
+void decode_bench(benchmark::State& state, model::transformer& m) {
     const auto batch = static_cast<std::size_t>(state.range(0));
     std::vector<float> logits(static_cast<std::size_t>(m.shape().vocab_size) * batch);
     std::vector<model::seq_id> seqs;
@@ -137,7 +153,12 @@ void BM_decode_qwen3_0_6b_bf16(benchmark::State& state) {
     state.counters["roofline_cpu"] = steps / cpu / (bw.cpu / bytes_per_token(m));
     state.counters["cpu_steps/s"] = steps / cpu;
 }
+void BM_decode_qwen3_0_6b_bf16(benchmark::State& state) { decode_bench(state, shared_model()); }
 BENCHMARK(BM_decode_qwen3_0_6b_bf16)->Arg(1)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
+
+// The same checkpoint as a Q8_0 GGUF (tied embeddings: the table is read once, in Q8_0).
+void BM_decode_qwen3_0_6b_q8_0(benchmark::State& state) { decode_bench(state, shared_q8_model()); }
+BENCHMARK(BM_decode_qwen3_0_6b_q8_0)->Arg(1)->Arg(4)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
 
 void BM_prefill_qwen3_0_6b_bf16(benchmark::State& state) {
     auto& m = shared_model();
