@@ -42,6 +42,7 @@ constexpr int k_max_tokens = 24;
 constexpr int k_clients_per_kind = 2;   // SSE, non-streaming, WebSocket: 6 clients
 constexpr int k_ws_refusal_tries = 5;   // a WebSocket `generate` refused with 503 is sent again on a new socket
 constexpr int k_requests_per_phase = 12;
+constexpr int k_warm_requests = 60;     // before the restart: the baseline of the figures printed
 // A client whose front stops answering fails its request instead of hanging the test.
 constexpr int k_socket_timeout_s = 120;
 
@@ -305,7 +306,7 @@ TEST_CASE("behind nginx: a rolling restart fails nothing; a killed daemon fails 
     CHECK(call(front.port(), http::verb::get, "/ready").result_int() == 200);
 
     load l(front.port(), prompts);
-    REQUIRE(l.wait_more(k_requests_per_phase));
+    REQUIRE(l.wait_more(k_warm_requests));
     l.set_phase(phase::rolling);
     for (int i = 0; i < k_daemons; ++i) {
         wait_busy(ports[std::size_t(i)]);
