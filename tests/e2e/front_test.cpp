@@ -272,7 +272,7 @@ void wait_busy(std::uint16_t port) {
 }
 }  // namespace
 
-TEST_CASE("behind nginx: a rolling restart fails nothing; a killed daemon fails only its own streams",
+TEST_CASE("behind nginx: a rolling restart fails nothing, a killed daemon fails only its own streams",
           "[e2e][front]") {
     // Three daemons, nginx and six clients on two cores: under ASan+UBSan the reference
     // model runs several times slower and the run takes minutes. The drain itself is
