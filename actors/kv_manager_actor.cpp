@@ -113,7 +113,7 @@ void kv_manager_actor::serve_waiters() {
 void kv_manager_actor::publish() {
     if (!metrics_) return;
     metrics_->kv_blocks_used.set(double(pool_.used_blocks()));
-    metrics_->kv_blocks_total.set(double(pool_.total_blocks()));
+    metrics_->kv_blocks_capacity.set(double(pool_.total_blocks()));
 }
 
 }  // namespace calserve::actors

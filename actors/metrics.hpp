@@ -146,8 +146,12 @@ struct calserve_metrics {
 
     gauge& requests_running;
     gauge& requests_waiting;
+    // The bounds the two gauges above and the KV wait run into, so alerts can say
+    // "near its bound" whatever the configuration (set at start-up by the daemon).
+    gauge& requests_waiting_limit;            // runtime.max_queued
+    gauge& kv_wait_limit_seconds;             // runtime.kv_wait_ms, in seconds
     gauge& kv_blocks_used;
-    gauge& kv_blocks_total;
+    gauge& kv_blocks_capacity;
     gauge& device_state;          // numeric code, see device_state_code()
     counter& device_busy_seconds;
     gauge& inflight_slots;

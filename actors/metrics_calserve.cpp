@@ -88,8 +88,14 @@ calserve_metrics::calserve_metrics(registry& r)
       phases(make_phases(r)),
       requests_running(r.add_gauge("calserve_requests_running", "Requests admitted and generating.").get()),
       requests_waiting(r.add_gauge("calserve_requests_waiting", "Requests queued for admission.").get()),
+      requests_waiting_limit(r.add_gauge("calserve_requests_waiting_limit",
+                                         "Requests that may queue for admission (runtime.max_queued).")
+                                 .get()),
+      kv_wait_limit_seconds(r.add_gauge("calserve_kv_wait_limit_seconds",
+                                        "Longest wait for KV room before a request fails (runtime.kv_wait_ms), seconds.")
+                                .get()),
       kv_blocks_used(r.add_gauge("calserve_kv_blocks_used", "KV cache blocks in use.").get()),
-      kv_blocks_total(r.add_gauge("calserve_kv_blocks_total", "KV cache blocks available in total.").get()),
+      kv_blocks_capacity(r.add_gauge("calserve_kv_blocks_capacity", "KV cache blocks of the session (used + free).").get()),
       device_state(r.add_gauge("calserve_device_state",
                                "DeviceActor state: 0 unconfigured, 1 configuring, 2 ready, 3 busy, 4 faulted, "
                                "5 resetting, 6 warmup, 7 dead.")

@@ -116,7 +116,7 @@ result<std::string> engine_control::stats() {
     o["fault_fires"] = std::move(fires);
     if (metrics_) {
         o["kv_blocks_used"] = metrics_->kv_blocks_used.value();
-        o["kv_blocks_total"] = metrics_->kv_blocks_total.value();
+        o["kv_blocks_total"] = metrics_->kv_blocks_capacity.value();
         o["requests_recovered"] = metrics_->requests_recovered.value();
     }
     return json::serialize(o);

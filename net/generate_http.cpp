@@ -290,6 +290,7 @@ asio::awaitable<bool> respond_stream(generation& g, http_exchange& ex) {
     res.keep_alive(ex.req.keep_alive() && !g.unframed);
     res.chunked(!g.unframed);
     http::response_serializer<http::empty_body> sr{res};
+    g.srv->count_response(200);
     ex.stream.expires_after(g.srv->options.write_timeout);
     auto [ec, n] = co_await http::async_write_header(ex.stream, sr, asio::as_tuple(use_awaitable));
     (void)n;

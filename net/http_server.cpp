@@ -32,6 +32,8 @@ constexpr std::chrono::seconds k_backoff_log_every{10};
 // Descriptors kept out of the derived connection cap for the process's own files.
 constexpr std::size_t k_fd_reserve_min = 64;
 constexpr std::size_t k_min_connections = 16;
+// Status codes the server answers with (docs/api.md), created at start for calserve_http_responses_total.
+constexpr unsigned k_response_codes[] = {101, 200, 400, 401, 404, 405, 413, 426, 429, 431, 500, 503, 504};
 using asio::use_awaitable;
 
 bool keys_equal(std::string_view a, std::string_view b) {
@@ -97,7 +99,14 @@ http_server::impl::impl(asio::io_context& ctx, actors::engine& e, actors::calser
       ws_queued_bytes(m.families
                           .add_gauge("calserve_ws_queued_bytes",
                                      "bytes queued for WebSocket clients and not yet written to their sockets")
-                          .get()) {}
+                          .get()),
+      responses(m.families.add_counter("calserve_http_responses_total",
+                                       "HTTP responses by status code (a stream counts its 200 when its header is sent, "
+                                       "an accepted WebSocket upgrade 101)",
+                                       {"code"})) {
+    // The codes the server answers with exist from the first scrape (value 0).
+    for (unsigned code : k_response_codes) responses.labels({std::to_string(code)});
+}
 
 bool http_server::impl::authorized(const http_request& req) const {
     if (options.api_key.empty()) return true;
@@ -174,6 +183,12 @@ bool out_of_resources(const beast::error_code& ec) {
 }
 
 void start_connection(const std::shared_ptr<http_server::impl>& srv, tcp::socket socket) {
+    // Token events are small writes, each wanted at once: with Nagle's algorithm a
+    // write waits for the ACK of the previous one, and a peer that delays its ACKs
+    // (a proxy reading a response header, then its first chunk) costs ~40 ms per
+    // stall: measured as TTFT through nginx (docs/deploy.md). Best effort.
+    beast::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
     auto stream = std::make_shared<beast::tcp_stream>(std::move(socket));
     std::weak_ptr<beast::tcp_stream> weak = stream;
     auto exec = stream->get_executor();

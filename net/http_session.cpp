@@ -94,6 +94,7 @@ namespace {
 asio::awaitable<void> send_refusal(beast::tcp_stream& stream, const http_server::impl& srv, unsigned version,
                                    api_error e, headers_list extra) {
     auto res = make_refusal(srv.options, version, e, extra);
+    srv.count_response(res.result_int());
     stream.expires_after(srv.options.write_timeout);
     auto [ec, n] = co_await http::async_write(stream, res, asio::as_tuple(use_awaitable));
     (void)ec;
@@ -147,6 +148,13 @@ std::optional<std::pair<api_error, headers_list>> ws_refusal(const http_server::
     if (!bad && !srv.authorized(req)) {
         bad.emplace(api_error{status::unauthorized, {}, "missing or wrong API key"}, headers_list{});
     }
+    // A socket opened now could start no generation: refuse the upgrade itself (503 +
+    // Retry-After), so a front retries it on another daemon instead of tunnelling the
+    // client to one that will refuse every `generate` (docs/deploy.md).
+    if (!bad && !srv.accepting_work()) {
+        bad.emplace(api_error{status::not_ready, {}, srv.draining.load() ? "server is draining" : "server not ready"},
+                    headers_list{});
+    }
     return bad;
 }
 
@@ -175,10 +183,14 @@ asio::awaitable<after> on_request(std::shared_ptr<http_server::impl> srv, std::u
             co_return after::close;
         }
         st.upgraded = true;
+        srv->count_response(101);
         co_await run_websocket(srv, conn_id, std::move(*stream), std::move(req));
         co_return after::close;
     }
-    if (st.overflow) req.keep_alive(false);
+    // Over the cap, or draining: this answer says `Connection: close`, so kept-alive
+    // connections (a front's upstream pool) wind down with their last answer instead of
+    // being closed idle at the end of the drain, where a request could cross the close.
+    if (st.overflow || srv->draining.load()) req.keep_alive(false);
     co_return co_await dispatch(ex) ? after::keep : after::close;
 }
 

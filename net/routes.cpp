@@ -139,6 +139,7 @@ http::response<http::string_body> make_response(const http_request& req, const s
 asio::awaitable<bool> send_response(http_exchange& ex, unsigned status_code, std::string body,
                                     std::string_view content_type) {
     auto res = make_response(ex.req, ex.server->options, status_code, std::move(body), content_type);
+    ex.server->count_response(status_code);
     ex.stream.expires_after(ex.server->options.write_timeout);
     beast::error_code ec;
     if (ex.req.method() == http::verb::head) {  // the GET answer's headers, Content-Length included, no body

@@ -61,6 +61,9 @@ struct http_server::impl : std::enable_shared_from_this<http_server::impl> {
     actors::metrics::counter& connections_refused;  // calserve_http_connections_refused_total
     actors::metrics::counter& accept_backoffs;      // calserve_http_accept_backoffs_total
     actors::metrics::gauge& ws_queued_bytes;        // calserve_ws_queued_bytes
+    mutable actors::metrics::family<actors::metrics::counter> responses;  // calserve_http_responses_total{code}
+    // Counts one response (or accepted WebSocket upgrade, 101) by its status code.
+    void count_response(unsigned code) const { responses.labels({std::to_string(code)}).inc(); }
 
     // Open connections, so stop() can end them. `close` posts onto the connection's
     // strand and closes its socket (a no-op once the connection is gone); `channel` is

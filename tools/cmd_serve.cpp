@@ -174,6 +174,8 @@ int run_serve(const serve_options& o) {
     actors::metrics::registry registry;
     actors::calserve_metrics metrics(registry);
     setup.metrics = &metrics;
+    metrics.requests_waiting_limit.set(double(cfg->integer("runtime.max_queued")));
+    metrics.kv_wait_limit_seconds.set(double(cfg->integer("runtime.kv_wait_ms")) / 1000.0);
 
     // Recordable: the actors run on one deterministic runtime driven in real time
     // (traces replay exactly); the network gets its own io_context and threads.

@@ -92,7 +92,7 @@ TEST_CASE("batched decode: every live row equals its sequence decoded alone, pad
     CHECK(check_logits_bf16(batched).ok());
 }
 
-TEST_CASE("batched decode: rows are validated one by one; a refused job changes nothing", "[batch]") {
+TEST_CASE("batched decode: rows are validated one by one, a refused job changes nothing", "[batch]") {
     batch_fixture f;
     f.prefill(1, {1, 2});
     f.prefill(2, {3});

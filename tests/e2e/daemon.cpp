@@ -69,8 +69,8 @@ daemon_process::daemon_process(std::vector<std::string> args, daemon_options opt
         // nofile_limit and make the daemon's descriptor budget depend on the machine.
         ::close_range(3, ~0U, 0);
         std::string bin = calserve_binary().string();
-        std::vector<char*> argv{bin.data(), const_cast<char*>("serve"), const_cast<char*>("--port"),
-                                const_cast<char*>("0")};
+        std::string port = std::to_string(options.port);
+        std::vector<char*> argv{bin.data(), const_cast<char*>("serve"), const_cast<char*>("--port"), port.data()};
         for (auto& a : args) argv.push_back(a.data());
         argv.push_back(nullptr);
         ::execv(bin.c_str(), argv.data());

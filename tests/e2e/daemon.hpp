@@ -1,8 +1,9 @@
 #pragma once
 // A `calserve serve` child process for end-to-end tests over loopback: started
-// with --port 0, its port read from its first stdout line, stopped with SIGTERM
+// with --port 0 (or a given port), its port read from its first stdout line, stopped with SIGTERM
 // (whose exit status the tests check: a drained daemon exits 0).
 #include <csignal>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@ struct daemon_options {
     long nofile_limit = 0;       // RLIMIT_NOFILE set in the child before exec; 0 = inherited
     bool stderr_pipe = false;    // the daemon's stderr goes to a pipe the test reads (or closes)
     bool wait_ready = true;      // wait for /ready after the banner
+    std::uint16_t port = 0;      // --port; 0 = a free one (a restart passes the port it had)
 };
 
 class daemon_process {

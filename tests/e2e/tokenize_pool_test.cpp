@@ -60,7 +60,7 @@ std::string error_code(const http::response<http::string_body>& res) {
 
 }  // namespace
 
-TEST_CASE("tokenize pool: 1 MB prompts are tokenized off the network threads; /health answers meanwhile",
+TEST_CASE("tokenize pool: 1 MB prompts are tokenized off the network threads, /health answers meanwhile",
           "[e2e][tokenize]") {
     auto tok = model::tokenizer::load(package_model_dir(test_package_dir(k_preset)));
     REQUIRE(tok);

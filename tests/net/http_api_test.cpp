@@ -216,6 +216,9 @@ TEST_CASE("Status mapping: 404 model/route, 405, 413, 429, 503, 504") {
     auto drained = post(f.port, "/v1/completions", R"({"prompt":"x"})");
     CHECK(drained.result_int() == 503);
     CHECK(drained[http::field::retry_after] == "1");
+    // While draining every answer ends its connection, so kept-alive connections wind down.
+    CHECK_FALSE(drained.keep_alive());
+    CHECK_FALSE(call(f.port, http::verb::get, "/health").keep_alive());
     f.server->resume();
     CHECK(call(f.port, http::verb::get, "/ready").result_int() == 200);
     f.engine.ready = false;

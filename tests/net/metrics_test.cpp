@@ -189,10 +189,11 @@ TEST_CASE("/metrics serves every calserve family and passes the exposition check
          {"calserve_time_to_first_token_seconds", "calserve_inter_token_latency_seconds",
           "calserve_e2e_request_latency_seconds", "calserve_request_queue_time_seconds", "calserve_phase_seconds",
           "calserve_requests_running", "calserve_requests_waiting", "calserve_kv_blocks_used",
-          "calserve_kv_blocks_total", "calserve_device_state", "calserve_device_busy_seconds_total",
+          "calserve_kv_blocks_capacity", "calserve_device_state", "calserve_device_busy_seconds_total",
           "calserve_inflight_slots", "calserve_requests_total", "calserve_faults_total",
           "calserve_device_resets_total", "calserve_recovery_seconds", "calserve_requests_recovered_total",
-          "calserve_requests_failed_total"}) {
+          "calserve_requests_failed_total", "calserve_requests_waiting_limit", "calserve_kv_wait_limit_seconds",
+          "calserve_http_responses_total"}) {
         INFO(fam);
         CHECK(e.types.contains(fam));
     }
@@ -205,6 +206,10 @@ TEST_CASE("/metrics serves every calserve family and passes the exposition check
     CHECK(value_of(e, "calserve_inter_token_latency_seconds_count") == 2);
     CHECK(value_of(e, "calserve_phase_seconds_count", {{"phase", "tokenize"}}) == 1);  // the rejected body never reached tokenization
     CHECK(value_of(e, "calserve_faults_total", {{"point", "logits_nan"}}) == 0);
+    // By status code: the stream's 200 (its header), the 400; codes not yet answered exist at 0.
+    CHECK(value_of(e, "calserve_http_responses_total", {{"code", "200"}}) == 1);
+    CHECK(value_of(e, "calserve_http_responses_total", {{"code", "400"}}) == 1);
+    CHECK(value_of(e, "calserve_http_responses_total", {{"code", "503"}}) == 0);
 }
 
 TEST_CASE("/metrics serves the standard process families with plausible values") {

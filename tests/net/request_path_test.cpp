@@ -123,6 +123,19 @@ TEST_CASE("ws_refusal checks the upgrade, its key and version, then the API key"
     auto k = net::ws_refusal(*f.srv, bad_key);
     REQUIRE(k);
     CHECK(net::http_status_of(k->first) == 400);
+
+    // Draining (or not ready): the upgrade itself is refused with 503 + Retry-After,
+    // so a front retries it on another daemon.
+    f.srv->draining.store(true);
+    auto draining = net::ws_refusal(*f.srv, upgrade(true));
+    REQUIRE(draining);
+    CHECK(net::http_status_of(draining->first) == 503);
+    CHECK(net::make_refusal(f.srv->options, 11, draining->first, draining->second)[http::field::retry_after] == "1");
+    f.srv->draining.store(false);
+    f.engine.ready = false;
+    auto not_ready = net::ws_refusal(*f.srv, upgrade(true));
+    REQUIRE(not_ready);
+    CHECK(net::http_status_of(not_ready->first) == 503);
 }
 
 TEST_CASE("route_request answers the small routes and every refusal without a socket") {
