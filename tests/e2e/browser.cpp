@@ -218,7 +218,8 @@ json::value browser_page::eval(const std::string& expression) {
 bool browser_page::wait_for(const std::string& expression, std::chrono::seconds bound) {
     const auto deadline = std::chrono::steady_clock::now() + bound;
     for (;;) {
-        auto v = eval("Boolean(" + expression + ")");
+        // Before the page has loaded the expression may throw (no such element yet): not yet true.
+        auto v = eval("(() => { try { return Boolean(" + expression + "); } catch (e) { return false; } })()");
         if (v.is_bool() && v.as_bool()) return true;
         if (std::chrono::steady_clock::now() >= deadline) return false;
         std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -31,7 +31,7 @@ public:
     boost::json::object call(const std::string& method, boost::json::object params = {});
     // Runtime.evaluate of `expression` (promises awaited); its value.
     boost::json::value eval(const std::string& expression);
-    // Evaluates `expression` every 100 ms until it is true; false after `bound`.
+    // Evaluates `expression` every 100 ms until it is true (throwing counts as false); false after `bound`.
     bool wait_for(const std::string& expression, std::chrono::seconds bound);
     // Console errors, uncaught exceptions and error log entries seen so far.
     const std::vector<std::string>& errors() const { return errors_; }

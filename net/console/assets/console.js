@@ -94,6 +94,7 @@ function requestBody(messages) {
   const body = { type: 'generate', model: $('model').value, messages };
   for (const id of ['temperature', 'top_p', 'top_k', 'min_p', 'max_tokens', 'seed',
                     'presence_penalty', 'frequency_penalty', 'repetition_penalty']) numberParam(id, body);
+  if ($('ignore_eos').checked) body.ignore_eos = true;
   const stop = $('stop').value.split('\n').filter((s) => s !== '');
   if (stop.length) body.stop = stop;
   const bias = $('logit_bias').value.trim();
