@@ -13,7 +13,7 @@ constexpr std::string_view k_protocol = "calserve";
 constexpr std::string_view k_key_prefix = "calserve.key.";
 
 route_reply not_found(std::string_view path) {
-    return route_reply{404, error_json(api_error{status::not_found, {}, "no route " + std::string(path)})}; 
+    return route_reply{404, error_json(api_error{status::not_found, {}, "no route " + std::string(path)})};
 }
 
 std::string_view path_of(const http_request& req) {

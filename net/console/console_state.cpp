@@ -1,6 +1,7 @@
 #include "net/console/console_state.hpp"
 
 #include <boost/json.hpp>
+#include <algorithm>
 #include <cmath>
 
 #include "actors/engine_journal.hpp"
