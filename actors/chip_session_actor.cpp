@@ -46,6 +46,23 @@ std::size_t chip_session_actor::busy_slots() const {
 
 void chip_session_actor::publish() {
     if (metrics_) metrics_->inflight_slots.set(double(busy_slots()));
+    if (journal_)
+        for (std::size_t i = 0; i < slots_.size(); ++i) journal_->set_slot(i, to_string(slots_[i].life.state()));
+}
+
+void chip_session_actor::record(const slot_data& s, const job_context& job, job_outcome outcome) {
+    if (!journal_) return;
+    journal_job j;
+    j.slot = std::uint8_t(device::index_of(job.slot));
+    j.prefill = job.prefill;
+    j.rows = std::int64_t(job.rows.size());
+    j.profile = job.t_fill.count() > 0 ? job.profile : 0;
+    for (auto c : job.counts) j.tokens += c;
+    j.start_ns = s.started_ns;
+    j.device_done_ns = job.t_done.count();
+    j.end_ns = rt().now().count();
+    j.outcome = outcome;
+    journal_->record_job(j);
 }
 
 void chip_session_actor::on(cs_run& m) {
@@ -58,6 +75,7 @@ void chip_session_actor::on(cs_run& m) {
     job->prefill = m.prefill;
     job->logits = std::move(s.spare);
     s.job = job;
+    s.started_ns = rt().now().count();
     (void)device_.tell(da_execute{job, 0}, id());
 }
 
@@ -73,6 +91,7 @@ void chip_session_actor::on(cs_job_done& m) {
         auto code = m.outcome.error().code;
         if (code == status::not_ready) {
             // Refused because the device is recovering: the job is lost, not failed.
+            record(s, *m.job, job_outcome::lost);
             s.job = nullptr;
             s.life.transition_to(slot_state::free);
             (void)tick_.tell(bt_job_lost{m.job->slot, m.job->row_ids()}, id());
@@ -109,6 +128,7 @@ void chip_session_actor::on(cs_sampled& m) {
         (void)request.tell(std::move(token), id());
     }
     s.spare = std::move(m.job->logits);  // consumed: the buffer may take the next job
+    record(s, job, job_outcome::ok);
     free_slot(s, true);
 }
 
@@ -124,6 +144,7 @@ void chip_session_actor::fail_rows(slot_data& s, const job_ptr& job, const error
         }
         if (auto request = lookup_(seq); request.valid()) (void)request.tell(rq_failed{e}, id());
     }
+    record(s, *job, job_outcome::failed);
     s.job = nullptr;
     s.life.transition_to(slot_state::free);
     (void)tick_.tell(bt_slot_free{job->slot, job->row_ids(), std::move(unrun)}, id());
@@ -140,6 +161,7 @@ void chip_session_actor::on(cs_device_down&) {
     // Jobs the device had not finished are lost; done/draining ones carry checked logits and finish.
     for (auto& s : slots_) {
         if (!s.life.is(slot_state::filling) && !s.life.is(slot_state::submitted)) continue;
+        record(s, *s.job, job_outcome::lost);
         auto job = std::move(s.job);
         s.life.transition_to(slot_state::free);
         (void)tick_.tell(bt_job_lost{job->slot, job->row_ids()}, id());

@@ -18,6 +18,7 @@
 
 #include "actors/actor.hpp"
 #include "actors/chip_session_messages.hpp"
+#include "actors/engine_journal.hpp"
 #include "actors/lifecycle.hpp"
 
 namespace calserve::actors {
@@ -51,6 +52,8 @@ class chip_session_actor : public actor<chip_session_actor, chip_session_message
 public:
     chip_session_actor(runtime& rt, request_lookup lookup, metrics::calserve_metrics* metrics);
     void wire(address<batch_tick_actor> tick, address<device_actor> device, address<sampler_actor> sampler);
+    // Where finished jobs and slot states are recorded for the console (may stay null).
+    void set_journal(std::shared_ptr<engine_journal> journal) { journal_ = std::move(journal); }
 
     void on_message(chip_session_message& msg);
 
@@ -63,6 +66,7 @@ private:
         job_ptr job;                        // the job in this slot (a new JobContext per job)
         std::vector<std::uint16_t> spare;   // the slot's logits buffer while free (reused, never shared)
         std::uint64_t epoch = 0;
+        std::int64_t started_ns = 0;        // when the slot took its job (runtime clock)
     };
     void on(cs_run& m);
     void on(cs_submitted& m);
@@ -77,9 +81,11 @@ private:
     void free_slot(slot_data& s, bool tell_tick);
     void fail_rows(slot_data& s, const job_ptr& job, const error_info& e);
     void publish();
+    void record(const slot_data& s, const job_context& job, job_outcome outcome);
 
     request_lookup lookup_;
     metrics::calserve_metrics* metrics_;
+    std::shared_ptr<engine_journal> journal_;
     address<batch_tick_actor> tick_;
     address<device_actor> device_;
     address<sampler_actor> sampler_;

@@ -44,10 +44,12 @@ void device_actor::on_message(device_actor_message& msg) {
     std::visit([this](auto& m) { on(m); }, msg);
 }
 
-bool device_actor::move_to(device_health next) {
+bool device_actor::move_to(device_health next, std::string note) {
     bool log = next != device_health::busy && next != device_health::ready;
     if (lifecycle_.state() == device_health::warmup || lifecycle_.state() == device_health::resetting) log = true;
+    const auto from = lifecycle_.state();
     if (!lifecycle_.transition_to(next, log)) return false;
+    if (journal_ && log) journal_->record_device(rt().now().count(), to_string(from), to_string(next), std::move(note));
     state_.store(next);
     if (metrics_) metrics_->set_device_state(to_string(next));
     return true;
@@ -317,7 +319,7 @@ void device_actor::fault(const error_info& e) {
     ++generation_;
     in_flight_ = 0;
     if (fault_at_.count() == 0) fault_at_ = rt().now() + std::chrono::nanoseconds(1);
-    if (!lifecycle_.is(device_health::faulted)) move_to(device_health::faulted);
+    if (!lifecycle_.is(device_health::faulted)) move_to(device_health::faulted, e.what());
     (void)session_.tell(cs_device_down{}, id());
     move_to(device_health::resetting);
     schedule_reset_step();
@@ -351,7 +353,7 @@ void device_actor::on(da_reset& m) {
         ++generation_;
         in_flight_ = 0;
         fault_at_ = rt().now() + std::chrono::nanoseconds(1);
-        move_to(device_health::resetting);
+        move_to(device_health::resetting, "operator reset: " + m.reason);
         schedule_reset_step();
         return;
     }
@@ -374,7 +376,7 @@ void device_actor::on(da_reset_step& m) {
     if (!r) {
         ++failed_resets_;
         spdlog::warn("device reset failed ({} of {}): {}", failed_resets_, options_.reset_limit, r.error().what());
-        move_to(device_health::resetting);
+        move_to(device_health::resetting, "reset failed: " + std::string(r.error().what()));
         schedule_reset_step();
         return;
     }

@@ -39,6 +39,7 @@
 
 #include "actors/actor.hpp"
 #include "actors/device_actor_messages.hpp"
+#include "actors/engine_journal.hpp"
 #include "actors/lifecycle.hpp"
 #include "device/fault_points.hpp"
 
@@ -98,6 +99,8 @@ public:
     device_actor(runtime& rt, std::shared_ptr<device::device> dev, device_actor_options options,
                  metrics::calserve_metrics* metrics);
     void wire(address<chip_session_actor> session, address<kv_manager_actor> kv);
+    // Where state transitions (but ready <-> busy) are recorded for the console (may stay null).
+    void set_journal(std::shared_ptr<engine_journal> journal) { journal_ = std::move(journal); }
 
     void on_message(device_actor_message& msg);
 
@@ -123,7 +126,7 @@ private:
     void start_golden();
     void schedule_reset_step();
     std::chrono::nanoseconds reset_backoff();
-    bool move_to(device_health next);
+    bool move_to(device_health next, std::string note = {});  // note: the fault or reset reason
     const std::string& submodel_of(const job_ptr& job) const;
     const decode_profile* profile_for(std::int64_t rows) const;
     void sync_fault_metrics();
@@ -131,6 +134,7 @@ private:
     std::shared_ptr<device::device> dev_;
     device_actor_options options_;
     metrics::calserve_metrics* metrics_;
+    std::shared_ptr<engine_journal> journal_;
     address<chip_session_actor> session_;
     address<kv_manager_actor> kv_;
     lifecycle<device_health, k_device_health_table.size()> lifecycle_;

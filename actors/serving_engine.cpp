@@ -210,6 +210,9 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
     tick_ = spawn<batch_tick_actor>(rt, bopt, metrics_);
     session_ = spawn<chip_session_actor>(rt, [reg](sequence_id s) { return reg->find(s); }, metrics_);
     sampler_ = spawn<sampler_actor>(rt, sopt, metrics_);
+    journal_ = std::make_shared<engine_journal>();
+    device_actor_.lock()->set_journal(journal_);
+    session_.lock()->set_journal(journal_);
     device_actor_.lock()->wire(session_, kv_);
     tick_.lock()->wire(session_, kv_, device_actor_);
     session_.lock()->wire(tick_, device_actor_, sampler_);
@@ -344,6 +347,8 @@ std::shared_ptr<device::fault_registry> serving_engine::faults() const { return 
 
 const kv_manager_actor& serving_engine::kv_manager() const { return *kv_.lock(); }
 const batch_tick_actor& serving_engine::batch_tick() const { return *tick_.lock(); }
+std::chrono::nanoseconds serving_engine::now() const { return rt_->now(); }
+
 std::uint64_t serving_engine::device_resets() const {
     auto d = device_actor_.lock();
     return d ? d->resets() : 0;

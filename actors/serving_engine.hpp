@@ -45,6 +45,7 @@ class chip_session_actor;
 class kv_manager_actor;
 class device_actor;
 class sampler_actor;
+class engine_journal;
 enum class device_health : std::uint8_t;
 namespace metrics {
 struct calserve_metrics;
@@ -83,6 +84,10 @@ public:
     const kv_manager_actor& kv_manager() const;
     const batch_tick_actor& batch_tick() const;
     std::uint64_t device_resets() const;
+    // Recent jobs per slot and device transitions (the console's engine view).
+    const engine_journal& journal() const { return *journal_; }
+    // The engine's clock (runtime time), the journal's time base.
+    std::chrono::nanoseconds now() const;
     // The sequence number of a request in flight (its admission order, from 1; fault
     // sites match `request` against it), or nullopt once it has ended.
     std::optional<std::uint64_t> sequence_of(const std::string& request_id) const;
@@ -107,6 +112,7 @@ private:
     std::shared_ptr<const model::tokenizer> tokenizer_;
     std::shared_ptr<registry> registry_;
     std::shared_ptr<watch> watch_;
+    std::shared_ptr<engine_journal> journal_;
     std::shared_ptr<std::function<void()>> watch_tick_;  // the periodic check; dies with the engine
     model_card card_;
     std::vector<token_id> eos_ids_;

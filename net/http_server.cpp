@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "config/config.hpp"
+#include "net/console/console_routes.hpp"
 #include "net/server_impl.hpp"
 
 namespace calserve::net {
@@ -77,6 +78,7 @@ server_options server_options::from_config(const config& c) {
     o.default_max_tokens = c.integer("runtime.default_max_tokens");
     o.tokenize_threads = static_cast<std::size_t>(c.integer("server.tokenize_threads"));
     o.tokenize_queue = static_cast<std::size_t>(c.integer("server.tokenize_queue"));
+    o.console = console_enabled(c.string("server.console"), o.host);
     return o;
 }
 
@@ -119,6 +121,12 @@ bool http_server::impl::authorized(const http_request& req) const {
     const auto key_at = v.find_first_not_of(' ', space);
     if (key_at == std::string_view::npos) return false;
     return keys_equal(v.substr(key_at), options.api_key);
+}
+
+bool http_server::impl::authorized_ws(const http_request& req) const {
+    if (authorized(req)) return true;
+    auto key = ws_protocol_key(req);
+    return key && keys_equal(*key, options.api_key);
 }
 
 bool http_server::impl::accepting_work() const { return !draining.load() && !stopped.load() && engine.health().ready; }

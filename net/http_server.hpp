@@ -70,9 +70,16 @@ struct server_options {
     // (a slow client); <= 0 = the consumer vanishes (connection closed, request cancelled).
     // Empty = never asked. The daemon wires it to its fault registry.
     std::function<std::optional<double>(const std::string& request_id)> client_stall;
+    // The web console (net/console/): the page at `/` and GET /v1/console/state. `console`
+    // is server.console resolved ("auto" = on when `host` is a loopback address);
+    // `console_state` renders the engine view's snapshot (jobs newer than the given
+    // sequence number); empty = /v1/console/state answers 404. The daemon wires it
+    // to net::console_state.
+    bool console = true;
+    std::function<std::string(std::uint64_t since_job)> console_state;
 
     // server.host/port/api_key/max_body_bytes/ws_write_queue/ws_write_queue_bytes/timing_log/
-    // max_connections/header_timeout_ms/linger_ms/linger_bytes, runtime.default_max_tokens.
+    // max_connections/header_timeout_ms/linger_ms/linger_bytes/console, runtime.default_max_tokens.
     static server_options from_config(const config& c);
 };
 

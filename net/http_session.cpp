@@ -145,7 +145,7 @@ std::optional<std::pair<api_error, headers_list>> ws_handshake_error(const http_
 
 std::optional<std::pair<api_error, headers_list>> ws_refusal(const http_server::impl& srv, const http_request& req) {
     auto bad = ws_handshake_error(req);
-    if (!bad && !srv.authorized(req)) {
+    if (!bad && !srv.authorized_ws(req)) {
         bad.emplace(api_error{status::unauthorized, {}, "missing or wrong API key"}, headers_list{});
     }
     // A socket opened now could start no generation: refuse the upgrade itself (503 +

@@ -6,6 +6,7 @@
 #include <boost/beast/http/write.hpp>
 #include <boost/json.hpp>
 
+#include "net/console/console_routes.hpp"
 #include "net/request_path.hpp"
 
 namespace calserve::net {
@@ -117,6 +118,11 @@ constexpr route k_routes[] = {
     {http::verb::get, "/health", health, std::nullopt, true},
     {http::verb::get, "/ready", ready, std::nullopt, true},
     {http::verb::get, "/metrics", metrics, std::nullopt, false},
+    // The web console (net/console/): static files open, data keyed; 404 with server.console off.
+    {http::verb::get, "/", console_file, std::nullopt, true},
+    {http::verb::get, "/console/console.js", console_file, std::nullopt, true},
+    {http::verb::get, "/console/console.css", console_file, std::nullopt, true},
+    {http::verb::get, "/v1/console/state", console_state_reply, std::nullopt, false},
 };
 }  // namespace
 
@@ -127,6 +133,16 @@ http::response<http::string_body> make_response(const http_request& req, const s
     res.result(status_code);
     res.set(http::field::server, "calserve");
     res.set(http::field::content_type, content_type);
+    res.set("X-Content-Type-Options", "nosniff");
+    if (content_type.starts_with("text/html")) {
+        // The console page: its own script and style only, requests to this origin only
+        // (the WebSocket included), never framed. Model output is inserted as text, and
+        // this keeps any markup that slipped through from running or loading anything.
+        res.set("Content-Security-Policy",
+                "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
+                "base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+        res.set(http::field::cache_control, "no-cache");
+    }
     if (status_code == 429 || status_code == 503) {
         res.set(http::field::retry_after, std::to_string(o.retry_after.count()));
     }

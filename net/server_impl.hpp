@@ -88,6 +88,9 @@ struct http_server::impl : std::enable_shared_from_this<http_server::impl> {
     std::size_t conns_size() const;
 
     bool authorized(const http_request& req) const;
+    // authorized(), or the key offered as the WebSocket subprotocol calserve.key.<hex>
+    // (net/console/console_routes.hpp): a browser cannot set Authorization on a WebSocket.
+    bool authorized_ws(const http_request& req) const;
     bool accepting_work() const;   // not draining and the engine is ready
 };
 

@@ -30,6 +30,7 @@
 #include <exception>
 #include <unordered_map>
 
+#include "net/console/console_routes.hpp"
 #include "net/openai_format.hpp"
 #include "net/request_path.hpp"
 
@@ -348,6 +349,10 @@ asio::awaitable<void> run_websocket(std::shared_ptr<http_server::impl> srv, std:
     s.ws->set_option(limits);
     s.ws->read_message_max(srv->options.max_body_bytes);
     s.ws->text(true);
+    if (ws_offers_calserve(req)) {  // a browser offering subprotocols needs one named back
+        s.ws->set_option(websocket::stream_base::decorator(
+            [](websocket::response_type& res) { res.set(http::field::sec_websocket_protocol, "calserve"); }));
+    }
     auto [ec] = co_await s.ws->async_accept(req, asio::as_tuple(use_awaitable));
     if (!ec) {
         srv->set_channel(conn_id, s.channel);

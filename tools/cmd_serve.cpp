@@ -22,6 +22,7 @@
 #include <spdlog/spdlog.h>
 #include <thread>
 
+#include "net/console/console_state.hpp"
 #include "net/engine_control.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/metrics.hpp"
@@ -211,6 +212,8 @@ int run_serve(const serve_options& o) {
     auto server_options = net::server_options::from_config(*cfg);
     server_options.client_stall = net::client_stall_hook(
         (*engine)->faults(), &metrics, [eng = engine->get()](const std::string& id) { return eng->sequence_of(id); });
+    net::console_state console(**engine, &metrics);  // outlives the server, which calls it
+    server_options.console_state = [&console](std::uint64_t since_job) { return console.render(since_job); };
     net::http_server server(io, front, metrics, std::move(server_options));
     auto port = server.start();
     if (!port) {
