@@ -98,7 +98,7 @@ std::string console_state::render(std::uint64_t since_job) const {
     json::object requests{{"in_flight", engine_.in_flight()}, {"running", h.running}, {"waiting", h.waiting}};
     if (metrics_) {
         const auto& m = *metrics_;
-        o["kv"] = json::object{{"blocks_used", count_of(m.kv_blocks_used.value())}, {"blocks_total", count_of(m.kv_blocks_total.value())}};
+        o["kv"] = json::object{{"blocks_used", count_of(m.kv_blocks_used.value())}, {"blocks_total", count_of(m.kv_blocks_capacity.value())}};
         requests["recovered"] = count_of(m.requests_recovered.value());
         requests["preemptions"] = count_of(m.preemptions_total.value());
         const auto batches = m.batch_size.count();
