@@ -28,6 +28,7 @@
 #include "tests/e2e/e2e_support.hpp"
 #include "tests/e2e/nginx_front.hpp"
 #include "tests/net/net_fixture.hpp"
+#include "tests/net/raw_client.hpp"
 #include "tests/support/model_support.hpp"
 #include "tests/support/test_paths.hpp"
 
@@ -379,5 +380,42 @@ TEST_CASE("promtool check metrics finds nothing in a live daemon's /metrics", "[
     CHECK(out.empty());
     CHECK(WIFEXITED(rc));
     CHECK(WEXITSTATUS(rc) == 0);
+    REQUIRE(d.stop() == 0);
+}
+
+TEST_CASE("behind nginx: a refused upload's 413 reaches a client that writes its whole body first, as JSON",
+          "[e2e][front]") {
+    REQUIRE_FALSE(nginx_binary().empty());  // tools/bootstrap installs it
+    daemon_process d(serve_args("tiny-dense-1chip", {"device.sim.step_ms=0"}));
+    REQUIRE(d.started());
+    nginx_front front({d.port()});
+    REQUIRE(front.started());
+    constexpr std::size_t k_mib = 1 << 20;
+    const std::string big(16 * k_mib, 'x');
+    for (std::size_t size : {k_mib + k_mib / 10, 2 * k_mib, 16 * k_mib}) {
+        for (int i = 0; i < 8; ++i) {
+            INFO("body " << size << " bytes, try " << i);
+            asio::io_context ioc;
+            auto s = raw_connect(ioc, front.port());
+            beast::error_code ec;
+            const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                                     "Content-Length: " + std::to_string(size) + "\r\n\r\n";
+            asio::write(s, asio::buffer(head), ec);
+            REQUIRE_FALSE(ec);
+            asio::write(s, asio::buffer(big.data(), size), ec);  // the whole upload, then the answer
+            REQUIRE_FALSE(ec);
+            beast::flat_buffer buf;
+            auto res = read_response(s, buf);
+            REQUIRE(res);
+            CHECK(res->result_int() == 413);
+            CHECK(res->at(http::field::content_type) == "application/json");
+            auto v = json::parse(res->body());
+            CHECK(v.at("error").at("code").as_string() == "payload_too_large");
+            CHECK(v.at("error").at("type").as_string() == "invalid_request_error");
+        }
+    }
+    // Nothing reached the daemon: the front refused every one.
+    CHECK(metric(d.port(), "calserve_requests_total{outcome=\"rejected\"}") == 0);
+    CHECK(front.stop() == 0);
     REQUIRE(d.stop() == 0);
 }
