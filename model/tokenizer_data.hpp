@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -69,6 +70,9 @@ struct tokenizer_data {
 result<std::unique_ptr<tokenizer_data>> load_tokenizer_data(const std::filesystem::path& dir);
 // The tokenizer embedded in a GGUF file (tokenizer.ggml.*, pre-tokenizer qwen2).
 result<std::unique_ptr<tokenizer_data>> load_tokenizer_data_gguf(const std::filesystem::path& file);
+// Sets merges.byte_ids from the byte-level tokens of token_ids; the first byte
+// without a token, if any (the loaders word the error).
+std::optional<int> fill_byte_ids(tokenizer_data& d);
 
 // Building blocks shared by both loaders.
 void set_vocab_token(tokenizer_data& d, token_id id, std::string token);

@@ -74,14 +74,10 @@ void_result load_vocab(const json::object& model, tokenizer_data& d) {
         set_token(d, id, std::string(kv.key()));
         d.token_ids.emplace(std::string(kv.key()), id);
     }
-    const auto& alphabet = byte_level_alphabet();
-    for (int b = 0; b < 256; ++b) {
-        auto it = d.token_ids.find(alphabet[static_cast<std::size_t>(b)]);
-        if (it == d.token_ids.end()) return bad("byte-level vocab lacks the token for byte " + std::to_string(b));
-        d.merges.byte_ids[static_cast<std::size_t>(b)] = it->second;
-    }
+    if (auto b = fill_byte_ids(d)) return bad("byte-level vocab lacks the token for byte " + std::to_string(*b));
     return {};
 }
+
 
 void_result load_merges(const json::object& model, tokenizer_data& d) {
     const json::value* merges = field(model, "merges");
@@ -160,6 +156,16 @@ void_result load_added_tokens(const json::object& root, tokenizer_data& d) {
 }
 
 }  // namespace
+
+std::optional<int> fill_byte_ids(tokenizer_data& d) {
+    const auto& alphabet = byte_level_alphabet();
+    for (int b = 0; b < 256; ++b) {
+        auto it = d.token_ids.find(alphabet[static_cast<std::size_t>(b)]);
+        if (it == d.token_ids.end()) return b;
+        d.merges.byte_ids[static_cast<std::size_t>(b)] = it->second;
+    }
+    return std::nullopt;
+}
 
 void_result index_added_tokens(tokenizer_data& d) {
     if (d.added.size() > std::numeric_limits<std::uint16_t>::max()) return unsupported("more than 65535 added tokens");

@@ -70,12 +70,7 @@ void_result load_tokens(const gguf::header& h, tokenizer_data& d) {
         }
         d.token_ids[list[i]] = id;
     }
-    const auto& alphabet = byte_level_alphabet();
-    for (int b = 0; b < 256; ++b) {
-        auto it = d.token_ids.find(alphabet[static_cast<std::size_t>(b)]);
-        if (it == d.token_ids.end()) return bad("byte-level vocab lacks the token for byte " + std::to_string(b));
-        d.merges.byte_ids[static_cast<std::size_t>(b)] = it->second;
-    }
+    if (auto b = fill_byte_ids(d)) return bad("byte-level vocab lacks the token for byte " + std::to_string(*b));
     return {};
 }
 
