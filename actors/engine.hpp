@@ -123,6 +123,20 @@ public:
     virtual result<std::string> apply_chat_template(const std::vector<chat_message>& messages,
                                                     bool add_generation_prompt) const = 0;
 
+    // Several models (docs/generations.md): the engine that serves `model`, ""
+    // meaning the only one. The returned engine stays valid while the caller holds
+    // it, even when an alias switches meanwhile: a request finishes on the
+    // generation that admitted it. Unknown model: not_found; "" with several
+    // served: invalid_argument naming the choices. A single engine serves itself.
+    virtual result<std::shared_ptr<engine>> route(std::string_view model) {
+        if (!model.empty() && model != card().name)
+            return make_error(status::not_found, "model '" + std::string(model) + "' does not exist (served: " +
+                                                     card().name + ")");
+        return std::shared_ptr<engine>(std::shared_ptr<engine>{}, this);
+    }
+    // Every model served, as /v1/models lists them.
+    virtual std::vector<model_card> models() const { return {card()}; }
+
     // Graceful stop: refuse new work, let in-flight finish.
     virtual void drain() = 0;
     virtual void resume() = 0;

@@ -173,6 +173,12 @@ struct calserve_metrics {
     counter& tokenize_bytes;                  // prompt bytes handed to the tokenizer
     counter& tokenize_refused;          // prompts refused by byte length, untokenized
     gauge& tokenize_queue;                    // prompts waiting or running on the pool
+    // Several models (actors/model_router.hpp), each labelled {model} (the alias).
+    family<counter> model_requests_total;     // requests routed to the model
+    family<gauge> model_generation;           // the alias' serving generation number
+    family<gauge> model_in_flight;            // requests in flight on all its generations
+    family<counter> model_switches_total;     // alias switches (load or rollback)
+    family<counter> model_load_failures_total;  // loads refused or failed at a step
 
     // Sets device_state from a DeviceActor state name (unknown names -> -1).
     void set_device_state(std::string_view state_name) { device_state.set(device_state_code(state_name)); }

@@ -131,7 +131,16 @@ calserve_metrics::calserve_metrics(registry& r)
                                            "Prompts refused by their byte length alone, without tokenizing.")
                                  .get()),
       tokenize_queue(r.add_gauge("calserve_tokenize_queue", "Prompts waiting for or running on the tokenize pool.")
-                         .get()) {
+                         .get()),
+      model_requests_total(r.add_counter("calserve_model_requests_total", "Requests routed to a model.", {"model"})),
+      model_generation(r.add_gauge("calserve_model_generation", "The model's serving generation number.", {"model"})),
+      model_in_flight(r.add_gauge("calserve_model_in_flight", "Requests in flight on the model, all generations.",
+                                  {"model"})),
+      model_switches_total(r.add_counter("calserve_model_switches_total",
+                                         "Switches of the model's alias to another generation (load, rollback).",
+                                         {"model"})),
+      model_load_failures_total(r.add_counter("calserve_model_load_failures_total",
+                                              "Generation loads refused or failed at a step.", {"model"})) {
     install_process_metrics(r);  // process_* from /proc/self, refreshed per scrape
 }
 

@@ -98,6 +98,25 @@ mailbox_probe probe_of(const address<A>& a, std::string name) {
 
 serving_engine::~serving_engine() = default;
 
+// Who asks which point: the device (sim or cpu backend) every device-level one, the
+// sampler sampler_stall. client_stall belongs to the network layer, which declares
+// it where its hook is wired (calserve serve); without one, arming it is refused.
+void declare_engine_consumers(device::fault_registry& faults) {
+    faults.set_consumers({});
+    for (auto p : device::all_fault_points)
+        if (p != device::fault_point::client_stall) faults.add_consumer(p);
+}
+
+void serving_engine::shutdown() {
+    accepting_.store(false);
+    watch_tick_.reset();
+    despawn(*rt_, tick_);
+    despawn(*rt_, session_);
+    despawn(*rt_, sampler_);
+    despawn(*rt_, kv_);
+    despawn(*rt_, device_actor_);
+}
+
 // Threaded mode only: a periodic check of the actors' mailboxes and of token
 // progress, logged (the deterministic runtime is driven by tests, which must be
 // able to run to idle).
@@ -139,13 +158,12 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
     bool cpu = !setup.model_dir.empty();
     std::int64_t slot_context = cfg.integer("runtime.slot_context");
     scheduler_ = std::make_unique<runtime_scheduler>(rt);
-    faults_ = std::make_shared<device::fault_registry>(std::uint64_t(cfg.integer("device.sim.seed")));
-    // Who asks which point: the device (sim or cpu backend) every device-level one, the
-    // sampler sampler_stall. client_stall belongs to the network layer, which declares
-    // it where its hook is wired (calserve serve); without one, arming it is refused.
-    faults_->set_consumers({});
-    for (auto p : device::all_fault_points)
-        if (p != device::fault_point::client_stall) faults_->add_consumer(p);
+    if (setup.faults) {
+        faults_ = setup.faults;  // consumers declared by whoever made it
+    } else {
+        faults_ = std::make_shared<device::fault_registry>(std::uint64_t(cfg.integer("device.sim.seed")));
+        declare_engine_consumers(*faults_);
+    }
     // Loads the package (or the HF directory) and configures the device (parameters in place).
     auto dev = cpu ? device::sim::open_cpu_device(setup.model_dir, cfg, *scheduler_, faults_)
                    : device::sim::open_sim_device(setup.package_dir, cfg, *scheduler_, faults_);

@@ -56,7 +56,12 @@ struct engine_setup {
     std::filesystem::path model_dir;       // cpu backend: a Hugging Face model directory
     std::string model_name;                // served id; default: the package/model directory name
     metrics::calserve_metrics* metrics = nullptr;
+    // Shared by every model of a board (the model router); null = the engine's own.
+    std::shared_ptr<device::fault_registry> faults;
 };
+
+// Declares the points an engine's device and sampler consume on `faults`.
+void declare_engine_consumers(device::fault_registry& faults);
 
 class serving_engine final : public engine {
 public:
@@ -75,6 +80,11 @@ public:
     void drain() override { accepting_.store(false); }
     void resume() override { accepting_.store(true); }
     std::int64_t in_flight() const override;
+
+    // Unloading a generation: refuses new work and stops the engine's actors (their
+    // mailboxes are dropped). Call once nothing is in flight; the engine object must
+    // then outlive any device event still pending (the router keeps it a grace period).
+    void shutdown();
 
     // Operations and tests.
     device_health device_state() const;

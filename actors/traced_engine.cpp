@@ -68,7 +68,7 @@ io::trace_header daemon_trace_header(const config& cfg, const std::string& packa
     // Everything that shapes the engine; not server.* (listen address, keys) nor log.*.
     for (const auto& key : config_schema()) {
         std::string_view path = key.path;
-        if (path.starts_with("server.") || path.starts_with("log.")) continue;
+        if (path.starts_with("server.") || path.starts_with("log.") || is_pattern(key)) continue;
         std::string value;
         switch (key.type) {
             case value_type::integer: value = std::to_string(cfg.integer(path)); break;

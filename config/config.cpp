@@ -1,5 +1,6 @@
 #include "config/config.hpp"
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <charconv>
 #include <cmath>
@@ -129,6 +130,17 @@ result<config_value> from_json(const key_spec& k, const json::value& v, std::str
     return reject(k, got, origin);
 }
 
+// `section` (a.b) names the leading segments of the key `pattern` (a.b.c, a.*.c).
+bool section_matches(std::string_view pattern, std::string_view section) {
+    const auto segments = std::count(section.begin(), section.end(), '.') + 1;
+    std::size_t end = 0;
+    for (std::ptrdiff_t n = 0; n < segments; ++n) {
+        end = pattern.find('.', n == 0 ? 0 : end + 1);
+        if (end == std::string_view::npos) return false;  // the section would be the whole key
+    }
+    return key_matches(pattern.substr(0, end), section);
+}
+
 void_result merge_object(std::map<std::string, config_value, std::less<>>& values, const json::object& obj,
                          const std::string& prefix, std::string_view origin) {
     for (const auto& [key, v] : obj) {
@@ -137,7 +149,7 @@ void_result merge_object(std::map<std::string, config_value, std::less<>>& value
             // A section: recurse; it must be a prefix of some known key.
             bool known_section = false;
             for (const auto& k : config_schema())
-                if (k.path.starts_with(path + ".")) known_section = true;
+                if (section_matches(k.path, path)) known_section = true;
             if (!known_section)
                 return make_error(status::invalid_argument,
                                   "unknown config key '" + path + "' (" + std::string(origin) + ")");
@@ -191,6 +203,7 @@ void pretty(std::ostream& os, const json::value& v, int indent) {
 config config::defaults() {
     config c;
     for (const auto& k : config_schema()) {
+        if (is_pattern(k)) continue;
         auto v = parse_text(k, k.default_text, "default");
         CALSERVE_INVARIANT(v.ok(), "schema default invalid for " + std::string(k.path));
         c.values_[std::string(k.path)] = std::move(v.value());
@@ -265,12 +278,27 @@ const std::string& config::string(std::string_view path) const {
     return *v;
 }
 
+std::optional<std::string> config::find_string(std::string_view path) const {
+    auto it = values_.find(path);
+    if (it == values_.end()) return std::nullopt;
+    if (auto* s = std::get_if<std::string>(&it->second)) return *s;
+    return std::nullopt;
+}
+
 std::string config::to_json() const {
     json::object root;
-    for (const auto& k : config_schema()) {
-        const auto& v = at(k.path);
+    // Schema order; then the values of pattern keys (models.NAME.chips) that were set.
+    std::vector<std::pair<std::string_view, const config_value*>> ordered;
+    for (const auto& k : config_schema())
+        if (!is_pattern(k)) ordered.emplace_back(k.path, &at(k.path));
+    for (const auto& [path, value] : values_) {
+        const auto* spec = find_key(path);
+        if (spec && is_pattern(*spec)) ordered.emplace_back(path, &value);
+    }
+    for (const auto& [path, vp] : ordered) {
+        const auto& v = *vp;
         json::value jv = std::visit([](const auto& x) -> json::value { return json::value(x); }, v);
-        insert_nested(root, k.path, std::move(jv));
+        insert_nested(root, path, std::move(jv));
     }
     std::ostringstream os;
     pretty(os, root, 0);

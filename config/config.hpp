@@ -32,9 +32,12 @@ struct key_spec {
     std::string_view doc;
 };
 
-// The full schema, in documentation order.
+// The full schema, in documentation order. A `*` segment (models.*.chips) matches
+// any one name: such keys have no default and are read with `find_string`.
 std::span<const key_spec> config_schema();
 const key_spec* find_key(std::string_view path);
+bool key_matches(std::string_view pattern, std::string_view path);
+bool is_pattern(const key_spec& k);
 
 using config_value = std::variant<std::int64_t, double, bool, std::string>;
 
@@ -55,6 +58,8 @@ public:
     double number(std::string_view path) const;
     bool boolean(std::string_view path) const;
     const std::string& string(std::string_view path) const;
+    // A key that may be absent (pattern keys, e.g. models.NAME.chips).
+    std::optional<std::string> find_string(std::string_view path) const;
 
     // Nested, pretty-printed JSON of every key (what --print-defaults shows).
     std::string to_json() const;

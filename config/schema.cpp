@@ -18,6 +18,7 @@ constexpr key_spec k_schema[] = {
     {"server.api_key", string, "", 0, 0, "", "bearer key required on /v1 routes; empty = open"},
     {"server.max_body_bytes", integer, "1048576", 1024, 1073741824, "", "largest accepted request body"},
     {"server.control_socket", string, "", 0, 0, "", "Unix-domain control socket path; empty = off"},
+    {"server.state_dir", string, "", 0, 0, "", "where the alias -> generation mapping persists (models.json); empty = <data home>/state, file models-<port>.json, off when server.port is 0"},
     {"server.drain_timeout_ms", integer, "30000", 0, 3600000, "", "time in-flight requests get on SIGTERM"},
     {"server.ws_write_queue", integer, "256", 1, 65536, "", "events buffered per WebSocket before the slowest stream is cancelled"},
     {"server.ws_write_queue_bytes", integer, "1048576", 4096, 1073741824, "", "bytes queued per WebSocket (replies, tokens, finishes not yet written); when full its reader pauses and tokens overflow"},
@@ -73,14 +74,28 @@ constexpr key_spec k_schema[] = {
     {"device.sim.cost_experts", string, "routed", 0, 0, "routed|all", "MoE weights a step reads and computes: routed = the experts its tokens are routed to (expected 1 - (1 - k/E)^T); all = every expert, as a dense model of the same bytes (capacity-planning what-if)"},
     {"device.sim.cost_package", string, "", 0, 0, "", "package directory whose figures (parameters, KV, shape) drive the latency model instead of the served package's; empty = the served package"},
     {"device.sim.kv_block_tokens", integer, "256", 1, 1048576, "", "KV allocation granularity of the simulator, tokens"},
+    {"models.*.chips", string, "", 0, 0, "", "board chips of model NAME, e.g. \"1\" or \"0,1\"; absent = first fit (docs/generations.md)"},
 };
 }  // namespace
 
 std::span<const key_spec> config_schema() { return k_schema; }
 
+bool key_matches(std::string_view pattern, std::string_view path) {
+    while (true) {
+        const auto pd = pattern.find('.'), qd = path.find('.');
+        const auto ps = pattern.substr(0, pd), qs = path.substr(0, qd);
+        if (qs.empty() || (ps != "*" && ps != qs)) return false;
+        if (pd == std::string_view::npos || qd == std::string_view::npos) return pd == qd;
+        pattern.remove_prefix(pd + 1);
+        path.remove_prefix(qd + 1);
+    }
+}
+
+bool is_pattern(const key_spec& k) { return k.path.find('*') != std::string_view::npos; }
+
 const key_spec* find_key(std::string_view path) {
     auto it = std::find_if(std::begin(k_schema), std::end(k_schema),
-                           [&](const key_spec& k) { return k.path == path; });
+                           [&](const key_spec& k) { return key_matches(k.path, path); });
     return it == std::end(k_schema) ? nullptr : &*it;
 }
 

@@ -32,6 +32,7 @@ struct api_request {
     bool stream = false;
     bool include_usage = false;                       // stream_options.include_usage
     actors::generation_request gen;                   // sampling, stop, ignore_eos, timeout (prompt/id later)
+    std::shared_ptr<actors::engine> target;           // the generation serving `model` (set at admission)
 };
 
 struct parse_limits {

@@ -173,6 +173,51 @@ command_result cmd_trace_stop(control_target& t, const json::object&) {
     return json::object{{"written", *r}};
 }
 
+std::optional<command_error> read_string(const json::object& o, std::string_view name, std::string& out) {
+    const auto* v = arg(o, name);
+    if (!v || !v->is_string() || v->get_string().empty()) return bad(std::string(name), "expected a non-empty string");
+    out = std::string(v->get_string());
+    return std::nullopt;
+}
+
+bool read_flag(const json::object& o, std::string_view name) {
+    const auto* v = arg(o, name);
+    return v && v->is_bool() && v->get_bool();
+}
+
+command_result cmd_model_load(control_target& t, const json::object& o) {
+    std::string alias, dir;
+    if (auto e = read_string(o, "alias", alias)) return *e;
+    if (auto e = read_string(o, "dir", dir)) return *e;
+    auto r = t.model_load(alias, dir, read_flag(o, "replace"), read_flag(o, "keep"));
+    if (!r) return from(r.error());
+    return json::object{{"alias", alias}, {"generation", *r}};
+}
+
+command_result cmd_model_rollback(control_target& t, const json::object& o) {
+    std::string alias;
+    if (auto e = read_string(o, "alias", alias)) return *e;
+    auto r = t.model_rollback(alias);
+    if (!r) return from(r.error());
+    return json::object{{"alias", alias}, {"generation", *r}};
+}
+
+command_result cmd_model_unload(control_target& t, const json::object& o) {
+    std::string alias;
+    if (auto e = read_string(o, "alias", alias)) return *e;
+    if (auto r = t.model_unload(alias); !r) return from(r.error());
+    return json::object{{"alias", alias}};
+}
+
+command_result cmd_model_list(control_target& t, const json::object&) {
+    auto s = t.model_list();
+    if (!s) return from(s.error());
+    boost::system::error_code ec;
+    auto v = json::parse(*s, ec);
+    if (ec || !v.is_object()) return command_error{status::internal, {}, "model.list: target returned no JSON object"};
+    return v;
+}
+
 struct command {
     std::string_view name;
     command_fn fn;
@@ -189,6 +234,10 @@ constexpr command k_commands[] = {
     {"stats", cmd_stats},
     {"trace.start", cmd_trace_start},
     {"trace.stop", cmd_trace_stop},
+    {"model.load", cmd_model_load},
+    {"model.rollback", cmd_model_rollback},
+    {"model.unload", cmd_model_unload},
+    {"model.list", cmd_model_list},
 };
 
 std::string respond(const json::value& id, const command_result& r) {

@@ -56,6 +56,24 @@ public:
     virtual result<std::string> stats() = 0;
     virtual void_result trace_start(const std::string& path) = 0;
     virtual result<std::string> trace_stop() = 0;  // -> what was written (path, message count)
+
+    // Generations (docs/generations.md). load/rollback start the work and answer at
+    // once with the generation number; list (a JSON array, as text) shows progress.
+    virtual result<std::uint64_t> model_load(const std::string& alias, const std::string& dir, bool replace, bool keep) {
+        (void)alias, (void)dir, (void)replace, (void)keep;
+        return make_error(status::unsupported, "this daemon does not manage generations");
+    }
+    virtual result<std::uint64_t> model_rollback(const std::string& alias) {
+        (void)alias;
+        return make_error(status::unsupported, "this daemon does not manage generations");
+    }
+    virtual void_result model_unload(const std::string& alias) {
+        (void)alias;
+        return make_error(status::unsupported, "this daemon does not manage generations");
+    }
+    virtual result<std::string> model_list() {
+        return make_error(status::unsupported, "this daemon does not manage generations");
+    }
 };
 
 }  // namespace calserve::net

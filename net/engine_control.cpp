@@ -50,14 +50,14 @@ result<std::uint64_t> engine_control::fault_arm(const fault_arm_request& request
                                         request.delay_ms,
                                         {request.chip, request.submodel, request.sequence, request.request});
     if (!spec) return spec.error();
-    auto id = traced_ ? traced_->arm_fault(*spec) : engine_.faults()->arm(std::move(*spec));
+    auto id = traced_ ? traced_->arm_fault(*spec) : faults()->arm(std::move(*spec));
     if (id) spdlog::info("control: armed fault {} ({}) as #{}", request.point, request.mode, *id);
     return id;
 }
 
 result<std::size_t> engine_control::fault_clear(const fault_clear_request& request) {
     if (traced_) return traced_->clear_faults(request.point, request.id);
-    auto& reg = *engine_.faults();
+    auto& reg = *faults();
     if (request.id) return reg.clear_id(*request.id);
     if (request.point) {
         auto point = device::parse_fault_point(*request.point);
@@ -69,7 +69,7 @@ result<std::size_t> engine_control::fault_clear(const fault_clear_request& reque
 
 std::vector<fault_entry> engine_control::fault_list() {
     std::vector<fault_entry> out;
-    for (const auto& a : engine_.faults()->list()) {
+    for (const auto& a : faults()->list()) {
         fault_entry e;
         e.id = a.id;
         e.spec = to_request(a);
@@ -82,36 +82,46 @@ std::vector<fault_entry> engine_control::fault_list() {
 
 void_result engine_control::device_reset() {
     // Also from dead: the operator cleared the cause and asks for a fresh recovery.
-    if (traced_)
+    if (traced_) {
         traced_->reset_device();
-    else
-        engine_.reset_device("control socket");
+        return {};
+    }
+    auto e = engine();
+    if (!e) return make_error(status::not_ready, "no model is serving");
+    e->reset_device("control socket");
     return {};
 }
 
 void_result engine_control::drain() {
     if (traced_)
         traced_->drain();
+    else if (router_)
+        router_->drain();
     else
-        engine_.drain();
+        engine_->drain();
     return {};
 }
 
 void_result engine_control::resume() {
     if (traced_)
         traced_->resume();
+    else if (router_)
+        router_->resume();
     else
-        engine_.resume();
+        engine_->resume();
     return {};
 }
 
 result<std::string> engine_control::stats() {
     namespace json = boost::json;
-    auto h = engine_.health();
+    auto e = engine();
+    if (!e) return make_error(status::not_ready, "no model is serving");
+    auto h = router_ ? router_->health() : e->health();
+    const auto in_flight = router_ ? router_->in_flight() : e->in_flight();
     json::object o{{"device_state", h.device_state}, {"ready", h.ready},           {"healthy", h.healthy},
-                   {"in_flight", engine_.in_flight()}, {"waiting", h.waiting}, {"device_resets", engine_.device_resets()}};
+                   {"in_flight", in_flight}, {"waiting", h.waiting}, {"device_resets", e->device_resets()}};
     json::object fires;
-    auto& reg = *engine_.faults();
+    auto& reg = *faults();
     for (auto p : device::all_fault_points) fires[device::to_string(p)] = reg.fires(p);
     o["fault_fires"] = std::move(fires);
     if (metrics_) {
@@ -119,6 +129,53 @@ result<std::string> engine_control::stats() {
         o["kv_blocks_total"] = metrics_->kv_blocks_capacity.value();
         o["requests_recovered"] = metrics_->requests_recovered.value();
     }
+    return json::serialize(o);
+}
+
+std::shared_ptr<actors::serving_engine> engine_control::engine() const {
+    if (router_) return router_->primary();
+    return std::shared_ptr<actors::serving_engine>(std::shared_ptr<actors::serving_engine>{}, engine_);
+}
+
+std::shared_ptr<device::fault_registry> engine_control::faults() const {
+    return router_ ? router_->faults() : engine_->faults();
+}
+
+namespace {
+const char* const k_no_generations =
+    "this daemon serves one recordable model: generations need a threaded daemon (runtime.recordable=false)";
+}
+
+result<std::uint64_t> engine_control::model_load(const std::string& alias, const std::string& dir, bool replace,
+                                                 bool keep) {
+    if (!router_) return make_error(status::unsupported, k_no_generations);
+    return router_->load(actors::load_request{alias, dir, replace, keep});
+}
+
+result<std::uint64_t> engine_control::model_rollback(const std::string& alias) {
+    if (!router_) return make_error(status::unsupported, k_no_generations);
+    return router_->rollback(alias);
+}
+
+void_result engine_control::model_unload(const std::string& alias) {
+    if (!router_) return make_error(status::unsupported, k_no_generations);
+    return router_->unload(alias);
+}
+
+result<std::string> engine_control::model_list() {
+    namespace json = boost::json;
+    if (!router_) return make_error(status::unsupported, k_no_generations);
+    json::array gens;
+    for (const auto& g : router_->list()) {
+        json::array chips;
+        for (auto c : g.chips) chips.push_back(c);
+        gens.push_back(json::object{{"alias", g.alias},         {"generation", g.generation}, {"dir", g.dir},
+                                    {"state", g.state},         {"reason", g.reason},         {"chips", std::move(chips)},
+                                    {"resident", g.resident},   {"current", g.current},       {"in_flight", g.in_flight},
+                                    {"switch_ms", g.switch_ms}});
+    }
+    json::object o{{"generations", std::move(gens)}};
+    if (!router_->state_note().empty()) o["state_note"] = router_->state_note();
     return json::serialize(o);
 }
 

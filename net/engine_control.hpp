@@ -15,6 +15,7 @@
 #include <functional>
 #include <optional>
 
+#include "actors/model_router.hpp"
 #include "actors/serving_engine.hpp"
 #include "actors/traced_engine.hpp"
 #include "net/control_target.hpp"
@@ -38,7 +39,11 @@ public:
     // `traced` may be null (threaded daemon: no recording).
     engine_control(actors::serving_engine& engine, actors::metrics::calserve_metrics* metrics,
                    actors::traced_engine* traced = nullptr)
-        : engine_(engine), metrics_(metrics), traced_(traced) {}
+        : engine_(&engine), metrics_(metrics), traced_(traced) {}
+    // Several models and generations: device commands and stats go to the primary
+    // model's serving generation; faults to the board's shared registry.
+    engine_control(actors::model_router& router, actors::metrics::calserve_metrics* metrics)
+        : router_(&router), metrics_(metrics) {}
 
     result<std::uint64_t> fault_arm(const fault_arm_request& request) override;
     result<std::size_t> fault_clear(const fault_clear_request& request) override;
@@ -49,11 +54,20 @@ public:
     result<std::string> stats() override;
     void_result trace_start(const std::string& path) override;
     result<std::string> trace_stop() override;
+    result<std::uint64_t> model_load(const std::string& alias, const std::string& dir, bool replace, bool keep) override;
+    result<std::uint64_t> model_rollback(const std::string& alias) override;
+    void_result model_unload(const std::string& alias) override;
+    result<std::string> model_list() override;
 
 private:
-    actors::serving_engine& engine_;
+    // The engine device commands go to (held for the call); null when none serves.
+    std::shared_ptr<actors::serving_engine> engine() const;
+    std::shared_ptr<device::fault_registry> faults() const;
+
+    actors::serving_engine* engine_ = nullptr;
+    actors::model_router* router_ = nullptr;
     actors::metrics::calserve_metrics* metrics_;
-    actors::traced_engine* traced_;
+    actors::traced_engine* traced_ = nullptr;
 };
 
 }  // namespace calserve::net

@@ -55,18 +55,19 @@ std::variant<api_request, api_error> admit_request(http_server::impl& srv, api_k
     if (!srv.accepting_work()) {
         return api_error{status::not_ready, {}, srv.draining.load() ? "server is draining" : "server not ready"};
     }
-    const auto& card = srv.engine.card();
+    const auto* model = body.if_contains("model");
+    if (model && !model->is_null() && !model->is_string()) return field_error("model", "expected a string");
+    auto target = srv.engine.route(model && model->is_string() ? std::string_view(model->get_string()) : "");
+    if (!target) return field_error("model", target.error().message, target.code());
+    const auto& card = (*target)->card();
     auto parsed = parse_request(kind, body, parse_limits{card.vocab_size});
     if (auto* e = std::get_if<api_error>(&parsed)) return *e;
     auto& req = std::get<api_request>(parsed);
-    if (!req.model.empty() && req.model != card.name) {
-        return field_error("model", "model '" + req.model + "' does not exist (served: " + card.name + ")",
-                           status::not_found);
-    }
     req.model = card.name;
+    req.target = std::move(*target);
     const auto t0 = steady_clock::now();
     prompt_work work;
-    auto err = prepare_prompt(req, srv.engine, srv.options.default_max_tokens, &work);
+    auto err = prepare_prompt(req, *req.target, srv.options.default_max_tokens, &work);
     tokenize_s = seconds_between(t0, steady_clock::now());
     srv.metrics.phase_seconds(actors::metrics::phase::tokenize).observe(tokenize_s);
     srv.metrics.tokenize_bytes.inc(double(work.bytes_tokenized));
@@ -377,13 +378,13 @@ asio::awaitable<bool> handle_generate(http_exchange& ex, api_kind kind) {
     g.rec.stream = g.req.stream;
     g.rec.received_unix = ex.received_unix;
     g.rec.tokenize_s = tokenize_s;
-    auto* engine = &srv.engine;
+    auto engine = g.req.target;
     g.builder = std::make_unique<response_builder>(
         kind, g.id, g.req.model, g.req.include_usage, g.req.gen.sampling, [engine](actors::token_id t) {
             auto s = engine->decode({t});
             return s ? std::move(*s) : std::string();
         });
-    auto submitted = srv.engine.submit(g.req.gen, std::make_shared<channel_sink>(g.channel, 0));
+    auto submitted = g.req.target->submit(g.req.gen, std::make_shared<channel_sink>(g.channel, 0));
     if (!submitted) {
         srv.metrics.requests(actors::metrics::outcome::rejected).inc();
         g.channel->close();

@@ -44,24 +44,38 @@ std::optional<json::object> body_object(const http_request& req, api_error& err)
 }
 
 reply models(http_server::impl& srv, const http_request&) {
-    const auto& card = srv.engine.card();
-    json::object m{{"id", card.name},        {"object", "model"},          {"created", 0},
-                   {"owned_by", "calserve"}, {"max_model_len", card.usable_context}};
-    json::object out{{"object", "list"}, {"data", json::array{m}}};
+    json::array data;
+    for (const auto& card : srv.engine.models())
+        data.push_back(json::object{{"id", card.name},        {"object", "model"},          {"created", 0},
+                                    {"owned_by", "calserve"}, {"max_model_len", card.usable_context}});
+    json::object out{{"object", "list"}, {"data", std::move(data)}};
     return reply{200, json::serialize(out)};
+}
+
+// The engine of the body's "model" (absent: the only one served).
+result<std::shared_ptr<actors::engine>> engine_of(http_server::impl& srv, const json::object& body) {
+    const auto* m = body.if_contains("model");
+    if (m && !m->is_null() && !m->is_string()) return make_error(status::invalid_argument, "model: expected a string");
+    return srv.engine.route(m && m->is_string() ? std::string_view(m->get_string()) : std::string_view{});
+}
+
+reply route_error(const error_info& e) {
+    return error_reply(field_error("model", e.message, e.code));
 }
 
 reply tokenize(http_server::impl& srv, const http_request& req) {
     api_error err;
     auto body = body_object(req, err);
     if (!body) return error_reply(err);
+    auto eng = engine_of(srv, *body);
+    if (!eng) return route_error(eng.error());
     const auto* prompt = body->if_contains("prompt");
     if (!prompt || !prompt->is_string()) return error_reply(field_error("prompt", "expected a string"));
-    auto ids = srv.engine.encode(prompt->get_string());
+    auto ids = (*eng)->encode(prompt->get_string());
     if (!ids) return error_reply(from_error_info(ids.error()));
     json::array tokens;
     for (auto id : *ids) tokens.emplace_back(id);
-    json::object out{{"count", ids->size()}, {"max_model_len", srv.engine.card().usable_context}};
+    json::object out{{"count", ids->size()}, {"max_model_len", (*eng)->card().usable_context}};
     out["tokens"] = std::move(tokens);
     return reply{200, json::serialize(out)};
 }
@@ -70,10 +84,12 @@ reply detokenize(http_server::impl& srv, const http_request& req) {
     api_error err;
     auto body = body_object(req, err);
     if (!body) return error_reply(err);
+    auto eng = engine_of(srv, *body);
+    if (!eng) return route_error(eng.error());
     const auto* tokens = body->if_contains("tokens");
     if (!tokens || !tokens->is_array()) return error_reply(field_error("tokens", "expected an array of token ids"));
     std::vector<actors::token_id> ids;
-    const auto vocab = srv.engine.card().vocab_size;
+    const auto vocab = (*eng)->card().vocab_size;
     for (std::size_t i = 0; i < tokens->get_array().size(); ++i) {
         const auto& t = tokens->get_array()[i];
         if (!t.is_int64() || t.get_int64() < 0 || (vocab > 0 && t.get_int64() >= vocab)) {
@@ -81,7 +97,7 @@ reply detokenize(http_server::impl& srv, const http_request& req) {
         }
         ids.push_back(static_cast<actors::token_id>(t.get_int64()));
     }
-    auto text = srv.engine.decode(ids);
+    auto text = (*eng)->decode(ids);
     if (!text) return error_reply(from_error_info(text.error()));
     json::object out;
     out["prompt"] = std::move(*text);

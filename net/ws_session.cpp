@@ -169,7 +169,7 @@ void ws_session::start_stream(pending_generate g, admission admitted, double tok
     channel->push(stream_event{key, json::serialize(json::object{{"type", "started"}, {"id", id},
                                                                  {"request_id", st.request_id}}),
                                steady_clock::now()});
-    auto submitted = srv->engine.submit(std::move(req.gen), std::make_shared<channel_sink>(channel, key));
+    auto submitted = req.target->submit(std::move(req.gen), std::make_shared<channel_sink>(channel, key));
     if (!submitted) {
         channel->discard(key);
         srv->metrics.requests(actors::metrics::outcome::rejected).inc();

@@ -5,12 +5,15 @@
 //   calserve ctl --socket PATH fault list | fault clear [POINT] [--arm-id N]
 //   calserve ctl --socket PATH device reset | drain | resume | stats
 //   calserve ctl --socket PATH trace start FILE | trace stop
+//   calserve ctl --socket PATH model load NAME DIR [--replace] [--keep] [--no-wait]
+//   calserve ctl --socket PATH model rollback NAME | model unload NAME | model list
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <boost/json.hpp>
 #include <iomanip>
 #include <iostream>
 #include <memory>
+#include <thread>
 
 #include "config/config.hpp"
 #include "net/control_socket.hpp"
@@ -36,6 +39,13 @@ struct ctl_options {
     std::int64_t request = -1;
     std::int64_t arm_id = -1;
     std::string trace_path;
+    // model
+    std::string alias;
+    std::string model_dir;
+    bool replace = false;
+    bool keep = false;
+    bool no_wait = false;
+    int wait_s = 600;
     json::object command;
 };
 
@@ -49,6 +59,10 @@ struct subcommands {
     CLI::App* stats;
     CLI::App* trace_start;
     CLI::App* trace_stop;
+    CLI::App* model_load;
+    CLI::App* model_rollback;
+    CLI::App* model_unload;
+    CLI::App* model_list;
 };
 
 subcommands add_subcommands(CLI::App& app, ctl_options& o) {
@@ -80,6 +94,22 @@ subcommands add_subcommands(CLI::App& app, ctl_options& o) {
     s.trace_start = trace->add_subcommand("start", "start recording to a file");
     s.trace_start->add_option("file", o.trace_path, "trace file")->required();
     s.trace_stop = trace->add_subcommand("stop", "stop recording");
+    auto* model = app.add_subcommand("model", "release generations and models (docs/generations.md)");
+    model->require_subcommand(1);
+    s.model_load = model->add_subcommand("load", "validate, plan, configure, warm up and golden-check a package, then switch NAME to it");
+    s.model_load->add_option("name", o.alias, "alias (the model name clients send)")->required();
+    s.model_load->add_option("dir", o.model_dir, "calbin package directory")->required();
+    s.model_load->add_flag("--replace", o.replace, "when both do not fit, drain the serving generation first");
+    s.model_load->add_flag("--keep", o.keep, "keep the old generation resident (instant rollback)");
+    s.model_rollback = model->add_subcommand("rollback", "point NAME back at its previous generation");
+    s.model_rollback->add_option("name", o.alias, "alias")->required();
+    for (auto* c : {s.model_load, s.model_rollback}) {
+        c->add_flag("--no-wait", o.no_wait, "return once started instead of waiting for serving or failed");
+        c->add_option("--wait-s", o.wait_s, "longest wait for the outcome, seconds");
+    }
+    s.model_unload = model->add_subcommand("unload", "stop serving NAME (its generation drains)");
+    s.model_unload->add_option("name", o.alias, "alias")->required();
+    s.model_list = model->add_subcommand("list", "aliases, their generations and states");
     app.require_subcommand(1);
     return s;
 }
@@ -115,6 +145,13 @@ std::optional<json::object> build_command(const subcommands& s, const ctl_option
     if (s.trace_start->parsed())  // the daemon resolves paths against its own directory: send an absolute one
         return json::object{{"cmd", "trace.start"}, {"path", std::filesystem::absolute(o.trace_path).string()}};
     if (s.trace_stop->parsed()) return json::object{{"cmd", "trace.stop"}};
+    if (s.model_load->parsed())
+        return json::object{{"cmd", "model.load"}, {"alias", o.alias},
+                            {"dir", std::filesystem::absolute(o.model_dir).string()},
+                            {"replace", o.replace}, {"keep", o.keep}};
+    if (s.model_rollback->parsed()) return json::object{{"cmd", "model.rollback"}, {"alias", o.alias}};
+    if (s.model_unload->parsed()) return json::object{{"cmd", "model.unload"}, {"alias", o.alias}};
+    if (s.model_list->parsed()) return json::object{{"cmd", "model.list"}};
     return std::nullopt;
 }
 
@@ -145,6 +182,23 @@ void print_fault_list(const json::array& faults) {
     }
 }
 
+void print_generations(const json::object& r) {
+    if (const auto* note = r.if_contains("state_note")) std::cout << "note: " << text_of(*note) << "\n";
+    std::cout << std::left << std::setw(16) << "ALIAS" << std::setw(5) << "GEN" << std::setw(10) << "STATE"
+              << std::setw(8) << "CHIPS" << std::setw(9) << "INFLIGHT" << "DIR / REASON\n";
+    for (const auto& g : r.at("generations").as_array()) {
+        const auto& o = g.as_object();
+        std::string chips;
+        for (const auto& c : o.at("chips").as_array()) chips += (chips.empty() ? "" : ",") + text_of(c);
+        std::string state = text_of(o.at("state")) + (o.at("current").as_bool() ? "*" : "");
+        std::cout << std::left << std::setw(16) << text_of(o.at("alias")) << std::setw(5) << text_of(o.at("generation"))
+                  << std::setw(10) << state << std::setw(8) << (chips.empty() ? "-" : chips) << std::setw(9)
+                  << text_of(o.at("in_flight")) << text_of(o.at("dir"));
+        if (!o.at("reason").as_string().empty()) std::cout << "  (" << text_of(o.at("reason")) << ")";
+        std::cout << "\n";
+    }
+}
+
 void print_result(const std::string& cmd, const json::value& result) {
     const auto& r = result.as_object();
     if (cmd == "fault.arm") std::cout << "armed (arm id " << text_of(r.at("arm_id")) << ")\n";
@@ -155,7 +209,53 @@ void print_result(const std::string& cmd, const json::value& result) {
     else if (cmd == "resume") std::cout << "resumed: admitting work\n";
     else if (cmd == "trace.start") std::cout << "tracing\n";
     else if (cmd == "trace.stop") std::cout << "trace stopped: " << text_of(r.at("written")) << "\n";
+    else if (cmd == "model.list") print_generations(r);
+    else if (cmd == "model.load" || cmd == "model.rollback")
+        std::cout << text_of(r.at("alias")) << ": generation " << text_of(r.at("generation")) << " started\n";
+    else if (cmd == "model.unload") std::cout << text_of(r.at("alias")) << ": unloaded (its generation drains)\n";
     else print_flat(result, "");
+}
+
+// Polls model.list until the generation serves (0) or fails (1), or the wait ends (1).
+// `quiet` (--json): only the exit status tells the outcome.
+int wait_for_generation(const std::string& socket, const std::string& alias, std::uint64_t generation, int wait_s,
+                        bool quiet) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s);
+    std::string last;
+    while (std::chrono::steady_clock::now() < deadline) {
+        auto reply = net::control_call(socket, R"({"cmd":"model.list"})");
+        if (!reply) {
+            std::cerr << "ctl: " << reply.error().message << "\n";
+            return 1;
+        }
+        boost::system::error_code ec;
+        auto v = json::parse(*reply, ec);
+        if (!ec && v.is_object() && v.as_object().contains("result")) {
+            for (const auto& g : v.at("result").at("generations").as_array()) {
+                const auto& o = g.as_object();
+                if (o.at("alias").as_string() != alias || o.at("generation").to_number<std::uint64_t>() != generation)
+                    continue;
+                const std::string state(o.at("state").as_string());
+                if (state != last && !quiet) std::cout << alias << ": generation " << generation << " " << state << "\n";
+                last = state;
+                if (state == "serving" && o.at("current").as_bool()) {
+                    if (quiet) return 0;
+                    std::cout << alias << ": serving generation " << generation << " (switched " << std::fixed
+                              << std::setprecision(0) << o.at("switch_ms").to_number<double>()
+                              << " ms after the command)\n";
+                    return 0;
+                }
+                if (state == "failed") {
+                    std::cerr << "ctl: " << alias << " generation " << generation << " failed: " << text_of(o.at("reason"))
+                              << "\n";
+                    return 1;
+                }
+            }
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    std::cerr << "ctl: " << alias << " generation " << generation << " did not finish within " << wait_s << " s\n";
+    return 1;
 }
 
 int run_ctl(const subcommands& s, ctl_options& o) {
@@ -189,9 +289,12 @@ int run_ctl(const subcommands& s, ctl_options& o) {
         return 1;
     }
     const bool ok = v.as_object().contains("ok") && v.at("ok") == true;
+    const bool waits = ok && (cmd == "model.load" || cmd == "model.rollback") && !o.no_wait;
     if (o.json_out) {
         std::cout << *reply << "\n";
-        return ok ? 0 : 1;
+        if (!waits) return ok ? 0 : 1;
+        return wait_for_generation(path, std::string(v.at("result").at("alias").as_string()),
+                                   v.at("result").at("generation").to_number<std::uint64_t>(), o.wait_s, true);
     }
     if (!ok) {
         const auto& e = v.at("error").as_object();
@@ -199,6 +302,9 @@ int run_ctl(const subcommands& s, ctl_options& o) {
         return 1;
     }
     print_result(cmd, v.at("result"));
+    if (waits)
+        return wait_for_generation(path, std::string(v.at("result").at("alias").as_string()),
+                                   v.at("result").at("generation").to_number<std::uint64_t>(), o.wait_s, false);
     return 0;
 }
 

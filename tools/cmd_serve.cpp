@@ -26,12 +26,14 @@
 #include "net/engine_control.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/metrics.hpp"
+#include "actors/model_router.hpp"
 #include "actors/realtime_driver.hpp"
 #include "actors/serving_engine.hpp"
 #include "actors/traced_engine.hpp"
 #include "config/log.hpp"
 #include "io/atomic_dir.hpp"
 #include "model/package/pack.hpp"
+#include "model/package/placement.hpp"
 #include "net/control_socket.hpp"
 #include "net/http_server.hpp"
 #include "tools/command.hpp"
@@ -68,9 +70,13 @@ void on_hangup(boost::asio::signal_set& set) {
     });
 }
 
+struct model_spec_parts {
+    std::string name, dir;
+};
+
 struct serve_options {
-    std::string package_dir;
-    std::string model_dir;
+    std::vector<std::string> packages;  // DIR or NAME=DIR, repeatable
+    std::vector<std::string> models;    // HF_DIR or NAME=HF_DIR (cpu backend), repeatable
     std::string config_file;
     std::vector<std::string> overrides;
     std::string host;
@@ -103,6 +109,53 @@ result<std::filesystem::path> ensure_default_package(const std::string& preset) 
     });
     if (!made) return made.error();
     return dir;
+}
+
+// "NAME=DIR" -> (NAME, DIR); a bare "DIR" takes `fallback_name` or the directory's name.
+model_spec_parts split_model_arg(const std::string& arg, const std::string& fallback_name) {
+    auto eq = arg.find('=');
+    if (eq != std::string::npos && eq > 0 && arg.find('/') > eq) return {arg.substr(0, eq), arg.substr(eq + 1)};
+    std::string name = fallback_name.empty() ? std::filesystem::path(arg).filename().string() : fallback_name;
+    if (name.empty()) name = std::filesystem::path(arg).parent_path().filename().string();
+    return {name, arg};
+}
+
+// The models to serve, in command-line order (packages first); the embedded default
+// package when none is given. Chips from models.NAME.chips.
+result<std::vector<actors::model_spec>> model_specs(const serve_options& o, const config& cfg) {
+    std::vector<actors::model_spec> out;
+    const bool several = o.packages.size() + o.models.size() > 1;
+    auto add = [&](const std::string& arg, bool cpu) -> void_result {
+        auto [name, dir] = split_model_arg(arg, several ? "" : o.model_name);
+        for (const auto& m : out)
+            if (m.alias == name) return make_error(status::invalid_argument, "model name '" + name + "' given twice");
+        actors::model_spec m{name, dir, cpu, {}};
+        if (auto chips = cfg.find_string("models." + name + ".chips"); chips && !chips->empty()) {
+            auto c = model::package::parse_chip_list(*chips, std::uint32_t(cfg.integer("device.sim.chips")));
+            if (!c) return make_error(c.code(), "models." + name + ".chips: " + c.error().message);
+            m.chips = std::move(*c);
+        }
+        out.push_back(std::move(m));
+        return {};
+    };
+    for (const auto& p : o.packages)
+        if (auto r = add(p, false); !r) return r.error();
+    for (const auto& m : o.models)
+        if (auto r = add(m, true); !r) return r.error();
+    if (out.empty()) {
+        auto dir = ensure_default_package(o.preset);
+        if (!dir) return make_error(dir.code(), "cannot create the default package: " + dir.error().message);
+        if (auto r = add(dir->string(), false); !r) return r.error();
+    }
+    return out;
+}
+
+// server.state_dir/models.json; by default <data home>/state/models-<port>.json, none on port 0.
+std::filesystem::path state_file_of(const config& cfg) {
+    if (const auto& dir = cfg.string("server.state_dir"); !dir.empty()) return std::filesystem::path(dir) / "models.json";
+    const auto port = cfg.integer("server.port");
+    if (port == 0) return {};
+    return data_home() / "state" / ("models-" + std::to_string(port) + ".json");
 }
 
 // The main thread idles until a stop signal; meanwhile it hands freed heap pages
@@ -157,20 +210,14 @@ int run_serve(const serve_options& o) {
         return 2;
     }
 
-    actors::engine_setup setup;
-    setup.model_name = o.model_name;
-    if (!o.model_dir.empty()) {
-        setup.model_dir = o.model_dir;
-    } else if (!o.package_dir.empty()) {
-        setup.package_dir = o.package_dir;
-    } else {
-        auto dir = ensure_default_package(o.preset);
-        if (!dir) {
-            std::cerr << "serve: cannot create the default package: " << dir.error().what() << "\n";
-            return 2;
-        }
-        setup.package_dir = *dir;
+    auto specs = model_specs(o, *cfg);
+    if (!specs) {
+        std::cerr << "serve: " << specs.error().message << "\n";
+        return 2;
     }
+    actors::engine_setup setup;
+    setup.model_name = specs->front().alias;
+    (specs->front().cpu ? setup.model_dir : setup.package_dir) = specs->front().dir;
 
     actors::metrics::registry registry;
     actors::calserve_metrics metrics(registry);
@@ -200,19 +247,46 @@ int run_serve(const serve_options& o) {
         }
         recorder = std::move(r.value());
     }
-    auto engine = actors::serving_engine::create(rt, *cfg, setup);
-    if (!engine) {
-        std::cerr << "serve: " << engine.error().what() << "\n";
+    // Recordable: one model on one traced engine (traces replay one engine). Threaded:
+    // the model router, which serves one or several models and their generations.
+    if (recordable && specs->size() > 1) {
+        std::cerr << "serve: a recordable daemon serves one model; several need runtime.recordable=false\n";
         return 2;
     }
+    std::unique_ptr<actors::serving_engine> solo;
+    std::unique_ptr<actors::model_router> router;
+    if (recordable) {
+        auto e = actors::serving_engine::create(rt, *cfg, setup);
+        if (!e) {
+            std::cerr << "serve: " << e.error().what() << "\n";
+            return 2;
+        }
+        solo = std::move(*e);
+    } else {
+        actors::router_options ro;
+        ro.state_file = state_file_of(*cfg);
+        auto r = actors::model_router::create(rt, *cfg, *specs, &metrics, ro);
+        if (!r) {
+            std::cerr << "serve: " << r.error().message << "\n";
+            return 2;
+        }
+        router = std::move(*r);
+    }
     std::optional<actors::traced_engine> traced;
-    if (recordable) traced.emplace(**engine, *driver, header, std::move(recorder));
-    actors::engine& front = recordable ? static_cast<actors::engine&>(*traced) : **engine;
+    if (recordable) traced.emplace(*solo, *driver, header, std::move(recorder));
+    actors::engine& front = recordable ? static_cast<actors::engine&>(*traced) : *router;
 
     auto server_options = net::server_options::from_config(*cfg);
     server_options.client_stall = net::client_stall_hook(
-        (*engine)->faults(), &metrics, [eng = engine->get()](const std::string& id) { return eng->sequence_of(id); });
-    net::console_state console(**engine, &metrics);  // outlives the server, which calls it
+        solo ? solo->faults() : router->faults(), &metrics,
+        [s = solo.get(), r = router.get()](const std::string& id) { return s ? s->sequence_of(id) : r->sequence_of(id); });
+    // Outlives the server, which calls it.
+    net::console_state console(
+        [s = solo.get(), r = router.get()]() -> std::shared_ptr<actors::serving_engine> {
+            if (s) return std::shared_ptr<actors::serving_engine>(std::shared_ptr<actors::serving_engine>{}, s);
+            return r->primary();
+        },
+        &metrics);
     server_options.console_state = [&console](std::uint64_t since_job) { return console.render(since_job); };
     net::http_server server(io, front, metrics, std::move(server_options));
     auto port = server.start();
@@ -220,7 +294,12 @@ int run_serve(const serve_options& o) {
         std::cerr << "serve: cannot listen: " << port.error().what() << "\n";
         return 2;
     }
-    net::engine_control control(**engine, &metrics, traced ? &*traced : nullptr);
+    std::optional<net::engine_control> control_storage;
+    if (solo)
+        control_storage.emplace(*solo, &metrics, traced ? &*traced : nullptr);
+    else
+        control_storage.emplace(*router, &metrics);
+    net::engine_control& control = *control_storage;
     std::optional<net::control_server> control_server;
     if (auto path = cfg->string("server.control_socket"); !path.empty()) {
         control_server.emplace(io, control, net::control_options{path, std::nullopt});
@@ -231,7 +310,9 @@ int run_serve(const serve_options& o) {
         }
         spdlog::info("serve: control socket at {}", path);
     }
-    std::cout << "calserve: serving '" << front.card().name << "' on http://" << cfg->string("server.host") << ":"
+    std::string names;
+    for (const auto& c : front.models()) names += (names.empty() ? "'" : ", '") + c.name + "'";
+    std::cout << "calserve: serving " << names << " on http://" << cfg->string("server.host") << ":"
               << *port << " (" << front.card().backend << " backend" << (recordable ? ", recordable" : "") << ")"
               << std::endl;
     if (!trace_path.empty()) spdlog::info("serve: recording the trace to {}", trace_path);
@@ -273,7 +354,11 @@ int run_serve(const serve_options& o) {
     }
     std::function<bool()> dead;
     if (cfg->boolean("device.dead_exit"))
-        dead = [&] { return (*engine)->device_state() == actors::device_health::dead; };
+        dead = [&] {
+            auto e = solo ? std::shared_ptr<actors::serving_engine>(std::shared_ptr<actors::serving_engine>{}, solo.get())
+                          : router->primary();
+            return e && e->device_state() == actors::device_health::dead;
+        };
     const bool device_dead =
         idle_until_stop(mutex, cv, stop_requested, std::chrono::seconds(cfg->integer("server.malloc_trim_s")), dead);
     if (device_dead)
@@ -301,15 +386,16 @@ int run_serve(const serve_options& o) {
     } else {
         rt.stop();
     }
-    engine->reset();
+    solo.reset();
+    router.reset();
     spdlog::info("serve: stopped");
     return device_dead ? k_exit_device_dead : 0;
 }
 
 const bool registered = register_command("serve", "run the OpenAI-compatible streaming daemon", [](CLI::App& app) {
     auto o = std::make_shared<serve_options>();
-    app.add_option("--package", o->package_dir, "calbin package directory (sim backend)");
-    app.add_option("--model", o->model_dir, "Hugging Face model directory or GGUF file (cpu backend)");
+    app.add_option("--package", o->packages, "calbin package directory (sim backend), or NAME=DIR; repeatable");
+    app.add_option("--model", o->models, "Hugging Face model directory or GGUF file (cpu backend), or NAME=DIR; repeatable");
     app.add_option("--config", o->config_file, "JSON config file");
     app.add_option("--set", o->overrides, "key.path=value override (repeatable)");
     app.add_option("--host", o->host, "listen address (server.host)");

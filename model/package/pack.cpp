@@ -10,12 +10,14 @@
 
 #include "model/package/capacity.hpp"
 #include "model/package/commands.hpp"
+#include "model/package/golden_corpus.hpp"
 #include "model/package/hashing.hpp"
 #include "model/package/layout.hpp"
 #include "model/package/manifest.hpp"
 #include "model/package/metadata.hpp"
 #include "model/package/op_map.hpp"
 #include "model/synthetic_model.hpp"
+#include "model/transformer.hpp"
 
 namespace calserve::model::package {
 
@@ -189,11 +191,29 @@ package layout_of(preset_spec& s) {
     return build_layout(s);
 }
 
+// The release gate's golden corpus (golden_corpus.hpp): fixed prompts (a plain
+// word, a sentence, a chat turn) and the reference model's greedy continuations,
+// computed split over the package's chips as the simulator computes them.
+constexpr std::int64_t k_golden_tokens = 12;
+
+void_result write_golden(const package& p) {
+    model::load_options lo;
+    lo.threads = 2;
+    lo.tensor_parallel = int(std::max<std::uint32_t>(1, p.topo.chips));
+    auto lm = model::load_causal_lm(p.reference_model_dir, lo);
+    if (!lm) return lm.error();
+    const std::vector<std::vector<token_id>> prompts = {
+        {9707}, {785, 6722, 315, 9625, 374}, {151644, 872, 198, 9707, 151645, 198, 151644, 77091, 198}};
+    auto corpus = make_golden_corpus(**lm, prompts, k_golden_tokens);
+    if (!corpus) return corpus.error();
+    return write_golden_corpus(p.reference_model_dir / k_golden_corpus_file, *corpus);
+}
+
 void_result write_reference_model(const preset_spec& s, package& p, const pack_options& o) {
     const auto dir = p.root / "reference-model";
     if (auto r = make_synthetic_model(s.synthetic_preset, dir, o.seed, "bf16", o.tokenizer_dir); !r) return r;
     p.reference_model_dir = dir;
-    return {};
+    return write_golden(p);
 }
 
 }  // namespace
@@ -244,7 +264,7 @@ bool pack_is_current(const fs::path& dir, const std::string& preset) {
     if (!p || !spec || p->preset != preset) return false;
     std::vector<std::uint32_t> batches;
     for (const auto* m : p->decode_profiles()) batches.push_back(m->batch);
-    return batches == spec->decode_batches;
+    return batches == spec->decode_batches && fs::exists(p->reference_model_dir / k_golden_corpus_file, ec);
 }
 
 }  // namespace calserve::model::package

@@ -85,17 +85,20 @@ double histogram_quantile(const actors::metrics::histogram& h, double q) {
 }
 
 std::string console_state::render(std::uint64_t since_job) const {
-    const auto snap = engine_.journal().read(since_job);
-    json::object o{{"now_ms", ms_of(engine_.now().count())},
-                   {"model", engine_.card().name},
-                   {"backend", engine_.card().backend},
+    auto held = engine_of_();
+    if (!held) return json::serialize(json::object{{"error", "no model is serving"}});
+    auto& engine = *held;
+    const auto snap = engine.journal().read(since_job);
+    json::object o{{"now_ms", ms_of(engine.now().count())},
+                   {"model", engine.card().name},
+                   {"backend", engine.card().backend},
                    {"last_job", snap.last_job}};
-    o["device"] = device_json(engine_, snap);
+    o["device"] = device_json(engine, snap);
     o["slots"] = json::array{json::object{{"name", "ping"}, {"state", snap.slots[0]}},
                              json::object{{"name", "pong"}, {"state", snap.slots[1]}}};
     o["jobs"] = jobs_json(snap.jobs);
-    auto h = engine_.health();
-    json::object requests{{"in_flight", engine_.in_flight()}, {"running", h.running}, {"waiting", h.waiting}};
+    auto h = engine.health();
+    json::object requests{{"in_flight", engine.in_flight()}, {"running", h.running}, {"waiting", h.waiting}};
     if (metrics_) {
         const auto& m = *metrics_;
         o["kv"] = json::object{{"blocks_used", count_of(m.kv_blocks_used.value())}, {"blocks_total", count_of(m.kv_blocks_capacity.value())}};

@@ -13,6 +13,8 @@
 #include <string>
 
 #include "actors/metrics.hpp"
+#include <functional>
+
 #include "actors/serving_engine.hpp"
 
 namespace calserve::net {
@@ -28,13 +30,18 @@ class console_state {
 public:
     // `metrics` may be null (the metric-derived fields are then absent).
     console_state(actors::serving_engine& engine, actors::metrics::calserve_metrics* metrics)
-        : engine_(engine), metrics_(metrics) {}
+        : engine_of_([&engine] { return std::shared_ptr<actors::serving_engine>(std::shared_ptr<actors::serving_engine>{}, &engine); }),
+          metrics_(metrics) {}
+    // Several models: the view follows the primary model's serving generation.
+    console_state(std::function<std::shared_ptr<actors::serving_engine>()> engine_of,
+                  actors::metrics::calserve_metrics* metrics)
+        : engine_of_(std::move(engine_of)), metrics_(metrics) {}
 
     // The snapshot as JSON; jobs with a sequence number above `since_job` only.
     std::string render(std::uint64_t since_job) const;
 
 private:
-    actors::serving_engine& engine_;
+    std::function<std::shared_ptr<actors::serving_engine>()> engine_of_;
     actors::metrics::calserve_metrics* metrics_;
 };
 

@@ -97,3 +97,22 @@ TEST_CASE("status table: names, classes, uniqueness", "[config]") {
     for (auto s : all_statuses) REQUIRE(numbers.insert(int(s)).second);
     REQUIRE(numbers.size() >= 30);
 }
+
+TEST_CASE("pattern keys: models.NAME.chips for any name, absent by default", "[config]") {
+    auto c = config::defaults();
+    CHECK_FALSE(c.find_string("models.chat.chips").has_value());
+    REQUIRE(c.set("models.chat.chips=1").ok());
+    CHECK(c.find_string("models.chat.chips") == "1");
+    REQUIRE(c.merge_json(R"({"models": {"code": {"chips": "0,1"}}})", "file").ok());
+    CHECK(c.find_string("models.code.chips") == "0,1");
+    CHECK_THAT(c.to_json(), Catch::Contains("\"chips\": \"0,1\""));
+    auto again = config::defaults();
+    REQUIRE(again.merge_json(c.to_json(), "printed").ok());
+    CHECK(again.find_string("models.chat.chips") == "1");
+    // The pattern matches one name segment and the exact leaf only.
+    CHECK_FALSE(c.set("models.chips=1").ok());
+    CHECK_FALSE(c.set("models.a.b.chips=1").ok());
+    CHECK_FALSE(c.set("models.a.gpus=1").ok());
+    CHECK_FALSE(c.merge_json(R"({"models": {"a": {"gpus": "1"}}})", "file").ok());
+    CHECK_FALSE(c.merge_json(R"({"modelz": {"a": {"chips": "1"}}})", "file").ok());
+}

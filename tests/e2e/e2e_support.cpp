@@ -34,8 +34,9 @@ std::vector<std::string> serve_args(const std::string& preset, std::vector<std::
     return args;
 }
 
-std::string sse_text(std::uint16_t port, const std::vector<std::int32_t>& prompt, int max_tokens) {
-    json::object o{{"model", "m"}, {"prompt", to_json(prompt)}, {"max_tokens", max_tokens}, {"temperature", 0},
+std::string sse_text(std::uint16_t port, const std::vector<std::int32_t>& prompt, int max_tokens,
+                     const std::string& model) {
+    json::object o{{"model", model}, {"prompt", to_json(prompt)}, {"max_tokens", max_tokens}, {"temperature", 0},
                    {"ignore_eos", true}, {"stream", true}};
     http::response<http::string_body> res;
     try {
@@ -63,11 +64,13 @@ double metric(std::uint16_t port, const std::string& series) {
     return std::stod(res.body().substr(pos + series.size() + 2));
 }
 
-std::string reference_text(std::uint16_t port, const std::vector<std::int32_t>& ids) {
+std::string reference_text(std::uint16_t port, const std::vector<std::int32_t>& ids, const std::string& model) {
     std::vector<std::int32_t> known;  // the model's vocabulary (151936) is padded past the tokenizer's (151669)
     for (auto id : ids)
         if (id < 151669) known.push_back(id);
-    auto res = post(port, "/detokenize", json::serialize(json::object{{"tokens", to_json(known)}}));
+    json::object body{{"tokens", to_json(known)}};
+    if (!model.empty()) body["model"] = model;
+    auto res = post(port, "/detokenize", json::serialize(body));
     REQUIRE(res.result_int() == 200);
     return std::string(json::parse(res.body()).at("prompt").as_string());
 }

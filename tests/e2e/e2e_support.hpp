@@ -21,14 +21,15 @@ std::vector<std::string> serve_args(const std::string& preset, std::vector<std::
 
 // A greedy streamed completion's text, or "HTTP n: ..." / "malformed stream: ..." /
 // "error: ..." / "cut: ..." (the connection ended before [DONE]).
-std::string sse_text(std::uint16_t port, const std::vector<std::int32_t>& prompt, int max_tokens);
+std::string sse_text(std::uint16_t port, const std::vector<std::int32_t>& prompt, int max_tokens,
+                     const std::string& model = "m");
 
 // One series' value from /metrics, or -1 when absent.
 double metric(std::uint16_t port, const std::string& series);
 
 // The text a stream of `ids` shows, via the daemon's /detokenize. Ids past the
 // tokenizer's vocabulary (the model's padding) decode to nothing, as in a stream.
-std::string reference_text(std::uint16_t port, const std::vector<std::int32_t>& ids);
+std::string reference_text(std::uint16_t port, const std::vector<std::int32_t>& ids, const std::string& model = "");
 
 // A fresh 0700 directory for a control socket; returns the socket path in it.
 std::filesystem::path socket_path(const std::string& name);

@@ -34,13 +34,15 @@ const std::filesystem::path& tiny_model_dir(const std::string& preset) {
     return dir;
 }
 
-const std::filesystem::path& test_package_dir(const std::string& preset) {
+const std::filesystem::path& test_package_dir(const std::string& preset) { return test_package_dir(preset, 1); }
+
+const std::filesystem::path& test_package_dir(const std::string& preset, std::uint64_t seed) {
     static std::mutex mutex;
-    static std::map<std::string, std::filesystem::path> dirs;
+    static std::map<std::pair<std::string, std::uint64_t>, std::filesystem::path> dirs;
     std::lock_guard lock(mutex);
-    auto& dir = dirs[preset];
+    auto& dir = dirs[{preset, seed}];
     if (dir.empty()) {
-        dir = binary_dir() / "test-packages" / preset;
+        dir = binary_dir() / "test-packages" / (seed == 1 ? preset : preset + "-seed" + std::to_string(seed));
         if (!std::filesystem::exists(tokenizer_dir() / "tokenizer.json"))
             FAIL("Qwen3 tokenizer missing at " << tokenizer_dir() << ": run tools/bootstrap");
         auto made = io::build_directory_atomically(
@@ -48,6 +50,7 @@ const std::filesystem::path& test_package_dir(const std::string& preset) {
             [&](const std::filesystem::path& d) -> void_result {
                 model::package::pack_options o;
                 o.preset = preset;
+                o.seed = seed;
                 o.out = d;
                 o.tokenizer_dir = tokenizer_dir();
                 if (auto r = model::package::pack(o); !r) return r.error();

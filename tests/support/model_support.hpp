@@ -13,6 +13,8 @@ namespace calserve::test {
 const std::filesystem::path& tiny_model_dir(const std::string& preset = "tiny-dense");
 // A synthetic calbin package ("tiny-dense-1chip", "tiny-moe-2chip", ...).
 const std::filesystem::path& test_package_dir(const std::string& preset);
+// The same preset packed with another seed (other weights, other golden corpus).
+const std::filesystem::path& test_package_dir(const std::string& preset, std::uint64_t seed);
 // The reference model directory a package points to.
 std::filesystem::path package_model_dir(const std::filesystem::path& package_dir);
 // `length` seeded random token ids below 150000 (inside the tokenizer's vocabulary).
