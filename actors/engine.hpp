@@ -102,6 +102,7 @@ struct engine_health {
 };
 
 using chat_message = model::chat_message;
+using chat_options = model::chat_options;
 
 class engine {
 public:
@@ -121,7 +122,7 @@ public:
     }
     virtual result<std::string> decode(const std::vector<token_id>& ids) const = 0;
     virtual result<std::string> apply_chat_template(const std::vector<chat_message>& messages,
-                                                    bool add_generation_prompt) const = 0;
+                                                    const chat_options& options) const = 0;
 
     // Graceful stop: refuse new work, let in-flight finish.
     virtual void drain() = 0;

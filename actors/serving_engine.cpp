@@ -337,8 +337,8 @@ result<std::vector<token_id>> serving_engine::encode_prompt(std::string_view tex
 result<std::string> serving_engine::decode(const std::vector<token_id>& ids) const { return tokenizer_->decode(ids); }
 
 result<std::string> serving_engine::apply_chat_template(const std::vector<chat_message>& messages,
-                                                        bool add_generation_prompt) const {
-    return tokenizer_->apply_chat_template(messages, add_generation_prompt);
+                                                        const chat_options& options) const {
+    return tokenizer_->apply_chat_template(messages, options);
 }
 
 void serving_engine::reset_device(std::string reason) { (void)device_actor_.tell(da_reset{std::move(reason)}); }

@@ -71,7 +71,7 @@ public:
     result<std::vector<token_id>> encode_prompt(std::string_view text, std::int64_t max_tokens) const override;
     result<std::string> decode(const std::vector<token_id>& ids) const override;
     result<std::string> apply_chat_template(const std::vector<chat_message>& messages,
-                                            bool add_generation_prompt) const override;
+                                            const chat_options& options) const override;
     void drain() override { accepting_.store(false); }
     void resume() override { accepting_.store(true); }
     std::int64_t in_flight() const override;

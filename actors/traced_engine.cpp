@@ -172,8 +172,8 @@ result<std::vector<token_id>> traced_engine::encode_prompt(std::string_view text
 }
 result<std::string> traced_engine::decode(const std::vector<token_id>& ids) const { return inner_.decode(ids); }
 result<std::string> traced_engine::apply_chat_template(const std::vector<chat_message>& messages,
-                                                       bool add_generation_prompt) const {
-    return inner_.apply_chat_template(messages, add_generation_prompt);
+                                                       const chat_options& options) const {
+    return inner_.apply_chat_template(messages, options);
 }
 std::int64_t traced_engine::in_flight() const { return inner_.in_flight(); }
 

@@ -75,10 +75,13 @@ public:
     bool is_special(token_id id) const;
 
     // Qwen3 ChatML, as the chat_template of tokenizer_config.json renders it
-    // (no tools). enable_thinking=false appends the empty think block after the
-    // generation prompt. Empty message list or unknown role -> invalid_argument.
+    // (tools, tool calls, tool responses, reasoning). enable_thinking=false appends
+    // the empty think block after the generation prompt. Empty message list or
+    // unknown role -> invalid_argument.
     result<std::string> apply_chat_template(std::span<const chat_message> messages, bool add_generation_prompt,
                                             bool enable_thinking = false) const;
+    result<std::string> apply_chat_template(std::span<const chat_message> messages,
+                                            const chat_options& options) const;
 
     ~tokenizer();
     tokenizer(const tokenizer&) = delete;

@@ -83,7 +83,9 @@ public:
         for (auto id : ids) s += static_cast<char>(id);
         return s;
     }
-    result<std::string> apply_chat_template(const std::vector<actors::chat_message>& msgs, bool gen) const override {
+    result<std::string> apply_chat_template(const std::vector<actors::chat_message>& msgs,
+                                            const actors::chat_options& options) const override {
+        const bool gen = options.add_generation_prompt;
         std::string s;
         for (const auto& m : msgs) s += m.role + ": " + m.content + "\n";
         if (gen) s += "assistant: ";
