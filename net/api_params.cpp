@@ -3,6 +3,7 @@
 #include "net/api_params.hpp"
 
 #include "net/api_output.hpp"
+#include "net/output_constraint.hpp"
 
 #include <boost/json.hpp>
 #include <charconv>
@@ -366,7 +367,7 @@ std::optional<api_error> prepare_prompt(api_request& r, const actors::engine& en
     } else {
         r.gen.max_tokens = ctx > 0 ? std::min(default_max_tokens, ctx - n) : default_max_tokens;
     }
-    return std::nullopt;
+    return prepare_constraint(r, engine);
 }
 
 }  // namespace calserve::net

@@ -84,7 +84,8 @@ struct prompt_work {
     bool refused_by_bytes = false;    // longer than card().max_prompt_bytes: never tokenized
 };
 
-// Tokenizes the prompt into `request.gen.prompt` and settles max_tokens against the
+// Tokenizes the prompt into `request.gen.prompt`, compiles the output constraint
+// (net/output_constraint.hpp) and settles max_tokens against the
 // model's usable context (`default_max_tokens` when the request gives none). A
 // text longer than the model card's max_prompt_bytes is refused (context_overflow)
 // without tokenizing; otherwise tokenizing stops once the prompt is known not to fit.
