@@ -53,7 +53,10 @@ inline constexpr std::size_t k_mask_memo_entries = 8;
 /// added tokens never match grammar text; the EOS ids are allowed where the grammar accepts.
 class vocabulary {
 public:
-    static std::shared_ptr<const vocabulary> build(const tokenizer& tok, std::span<const std::int32_t> eos_ids);
+    /// Added tokens never match grammar text, except those in `text_added` (e.g. a tool-call
+    /// grammar may list `<tool_call>` so that the model's own id for it is allowed).
+    static std::shared_ptr<const vocabulary> build(const tokenizer& tok, std::span<const std::int32_t> eos_ids,
+                                                   std::span<const std::int32_t> text_added = {});
     /// For tests and tools: explicit token byte strings (index = id); `excluded` ids never match.
     static std::shared_ptr<const vocabulary> from_tokens(std::vector<std::string> tokens,
                                                          std::span<const std::int32_t> eos_ids,
@@ -74,6 +77,7 @@ public:
     std::span<const std::uint32_t> first_byte_start() const { return first_byte_start_; }
 
 private:
+    void index();
     std::vector<std::string> bytes_;
     std::vector<std::uint8_t> text_;
     std::vector<std::int32_t> eos_;

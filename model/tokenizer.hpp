@@ -73,6 +73,8 @@ public:
     std::vector<std::uint8_t> token_bytes(token_id id) const;
     std::string_view token_bytes_view(token_id id) const;
     bool is_special(token_id id) const;
+    /// Ids of the added tokens (tokenizer.json `added_tokens`, special or not).
+    std::vector<token_id> added_token_ids() const;
 
     // Qwen3 ChatML, as the chat_template of tokenizer_config.json renders it
     // (tools, tool calls, tool responses, reasoning). enable_thinking=false appends

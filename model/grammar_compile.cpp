@@ -1,0 +1,148 @@
+// Compile: for every grammar position (terminal element, sub-state), walk the sorted
+// vocabulary from a stack holding only that position and sort each token into
+//   accepted  - its bytes fit inside the position's rule, whatever lies below;
+//   rejected  - they fail inside the rule, or the rule ends and the next byte cannot
+//               follow the rule anywhere in the grammar (FOLLOW set);
+//   context-dependent - the rule ends with bytes left that might fit the caller.
+// A failed prefix rejects the whole run of tokens sharing it (one binary search).
+#include <algorithm>
+
+#include "model/grammar_compiled.hpp"
+
+namespace calserve::model::grammar {
+namespace {
+
+using detail::elem_kind;
+
+class slot_builder {
+public:
+    slot_builder(const compiled& c) : c_(c), v_(*c.vocab), st_(c.g, pool_) {
+        std::size_t longest = 0;
+        for (const std::int32_t id : v_.sorted()) longest = std::max(longest, v_.bytes(id).size());
+        sets_.resize(longest + 1);
+        flags_.resize(longest + 1);
+    }
+
+    void build(std::uint32_t pos, std::uint16_t state, detail::slot_table& out) {
+        const detail::byte_set& follow = c_.g.follow[c_.g.rule_of[pos]];
+        accepted_.clear();
+        sets_[0] = {pool_.intern(pos, state, 0)};
+        flags_[0] = 0;
+        const auto sorted = v_.sorted();
+        for (int b = 0; b < 256; ++b) {
+            scratch_.clear();
+            st_.step(sets_[0][0], static_cast<std::uint8_t>(b), scratch_);
+            if (scratch_.empty()) continue;
+            walk(v_.first_byte_start()[static_cast<std::size_t>(b)], v_.first_byte_start()[static_cast<std::size_t>(b) + 1],
+                 follow, out);
+        }
+        std::sort(accepted_.begin(), accepted_.end());
+        if (accepted_.size() > v_.size() / 32) {
+            out.bits.assign(v_.mask_words(), 0);
+            for (const std::int32_t id : accepted_) out.bits[static_cast<std::size_t>(id) / 32] |= 1u << (id % 32);
+        } else {
+            out.ids = accepted_;
+        }
+        out.ctx_lcp.resize(out.ctx.size());
+        for (std::size_t i = 0; i < out.ctx.size(); ++i) {
+            out.ctx_lcp[i] = i == 0 ? 0 : common_prefix(sorted[out.ctx[i - 1]], sorted[out.ctx[i]]);
+        }
+    }
+
+private:
+    std::uint16_t common_prefix(std::int32_t a, std::int32_t b) const {
+        const std::string_view x = v_.bytes(a);
+        const std::string_view y = v_.bytes(b);
+        std::size_t k = 0;
+        while (k < x.size() && k < y.size() && x[k] == y[k]) ++k;
+        return static_cast<std::uint16_t>(k);
+    }
+
+    // Tokens [begin, end) of the sorted order, all starting with the same byte.
+    void walk(std::size_t begin, std::size_t end, const detail::byte_set& follow, detail::slot_table& out) {
+        const auto sorted = v_.sorted();
+        const auto lcp = v_.sorted_lcp();
+        std::size_t valid = 0;  // sets_[0..valid] hold the current token's prefixes
+        for (std::size_t i = begin; i < end;) {
+            const std::string_view tok = v_.bytes(sorted[i]);
+            std::size_t d = i == begin ? 0 : std::min<std::size_t>(lcp[i], valid);
+            bool failed = false;
+            while (d < tok.size()) {
+                const auto b = static_cast<std::uint8_t>(tok[d]);
+                const bool ended = !sets_[d].empty() && sets_[d][0] == 0;
+                flags_[d + 1] = static_cast<std::uint8_t>(flags_[d] | (ended && detail::has(follow, b) ? 1 : 0));
+                st_.advance(sets_[d], b, sets_[d + 1]);
+                ++d;
+                if (sets_[d].empty()) {
+                    failed = true;
+                    break;
+                }
+            }
+            if (!failed) {
+                accepted_.push_back(sorted[i]);
+                valid = tok.size();
+                ++i;
+                continue;
+            }
+            // Every token sharing the dead prefix tok[0, d) has the same fate.
+            const std::string_view prefix = tok.substr(0, d);
+            const auto first = sorted.begin() + static_cast<std::ptrdiff_t>(i) + 1;
+            const auto last = sorted.begin() + static_cast<std::ptrdiff_t>(end);
+            const auto stop = std::partition_point(first, last, [&](std::int32_t id) {
+                return v_.bytes(id).substr(0, d) == prefix;
+            });
+            const auto j = static_cast<std::size_t>(stop - sorted.begin());
+            if (flags_[d] != 0) {
+                for (std::size_t k = i; k < j; ++k) out.ctx.push_back(static_cast<std::uint32_t>(k));
+            }
+            valid = d - 1;
+            i = j;
+        }
+    }
+
+    const compiled& c_;
+    const vocabulary& v_;
+    detail::stack_pool pool_;
+    detail::stepper st_;
+    std::vector<std::vector<std::uint32_t>> sets_;
+    std::vector<std::uint8_t> flags_;
+    std::vector<std::int32_t> accepted_;
+    std::vector<std::uint32_t> scratch_;
+};
+
+}  // namespace
+
+result<std::shared_ptr<const compiled>> compile(std::string_view ebnf, std::shared_ptr<const vocabulary> vocab) {
+    auto g = detail::parse_ebnf(ebnf);
+    if (!g) return g.error();
+    auto c = std::make_shared<compiled>();
+    c->g = std::move(g.value());
+    c->vocab = std::move(vocab);
+    c->slot_base.assign(c->g.elems.size(), 0xFFFFFFFFu);
+    std::size_t slots = 0;
+    for (std::size_t p = 0; p < c->g.elems.size(); ++p) {
+        const auto& e = c->g.elems[p];
+        if (e.kind != elem_kind::lit && e.kind != elem_kind::cls) continue;
+        c->slot_base[p] = static_cast<std::uint32_t>(slots);
+        slots += e.kind == elem_kind::lit ? e.len : c->g.dfas[e.arg].next.size();
+    }
+    c->slots.resize(slots);
+    slot_builder builder(*c);
+    for (std::uint32_t p = 0; p < c->g.elems.size(); ++p) {
+        if (c->slot_base[p] == 0xFFFFFFFFu) continue;
+        const auto& e = c->g.elems[p];
+        const std::size_t states = e.kind == elem_kind::lit ? e.len : c->g.dfas[e.arg].next.size();
+        for (std::size_t s = 0; s < states; ++s) builder.build(p, static_cast<std::uint16_t>(s), c->slots[c->slot_base[p] + s]);
+    }
+    c->st.rules = c->g.alts.size();
+    c->st.positions = slots;
+    for (const auto& s : c->slots) {
+        c->st.context_dependent += s.ctx.size();
+        c->st.memory_bytes += s.bits.size() * 4 + s.ids.size() * 4 + s.ctx.size() * 6;
+    }
+    return std::shared_ptr<const compiled>(std::move(c));
+}
+
+compile_stats stats(const compiled& c) { return c.st; }
+
+}  // namespace calserve::model::grammar

@@ -1,0 +1,149 @@
+// The per-request matcher: the mask is the union, over the parse state's stacks, of the
+// tokens their top position accepts on its own, plus those of its context-dependent
+// tokens that the real stack accepts (walked in sorted order, sharing prefixes). Whole
+// masks are memoised by parse state, which repeats inside strings and lists.
+#include <algorithm>
+
+#include "model/grammar_compiled.hpp"
+
+namespace calserve::model::grammar {
+
+struct matcher_state {
+    struct memo_entry {
+        std::vector<std::uint32_t> key;
+        std::vector<std::uint32_t> words;
+    };
+
+    std::shared_ptr<const compiled> c;
+    detail::stack_pool pool;
+    std::vector<std::uint32_t> cur, a, b;
+    std::vector<std::vector<std::uint32_t>> sets;
+    std::vector<memo_entry> memo;
+    std::size_t memo_next = 0;
+    std::size_t bytes = 0;
+    bool overflow = false;
+
+    detail::stepper stepper() { return detail::stepper(c->g, pool); }
+
+    void set_eos(std::span<std::uint32_t> words) const {
+        for (const std::int32_t id : c->vocab->eos_ids()) words[static_cast<std::size_t>(id) / 32] |= 1u << (id % 32);
+    }
+
+    // Context-dependent tokens of node n's position checked against n's real stack.
+    void check_context(std::uint32_t n, const detail::slot_table& t, std::span<std::uint32_t> words) {
+        const vocabulary& v = *c->vocab;
+        const auto sorted = v.sorted();
+        auto st = stepper();
+        sets[0] = {n};
+        std::size_t valid = 0;
+        for (std::size_t i = 0; i < t.ctx.size(); ++i) {
+            const std::int32_t id = sorted[t.ctx[i]];
+            const std::string_view tok = v.bytes(id);
+            std::size_t d = std::min<std::size_t>(t.ctx_lcp[i], valid);
+            bool failed = false;
+            while (d < tok.size()) {
+                st.advance(sets[d], static_cast<std::uint8_t>(tok[d]), sets[d + 1]);
+                ++d;
+                if (sets[d].empty()) {
+                    failed = true;
+                    break;
+                }
+            }
+            if (!failed) {
+                words[static_cast<std::size_t>(id) / 32] |= 1u << (id % 32);
+                valid = tok.size();
+                continue;
+            }
+            while (i + 1 < t.ctx.size() && t.ctx_lcp[i + 1] >= d) ++i;  // same dead prefix
+            valid = d - 1;
+        }
+    }
+
+    void compute(std::span<std::uint32_t> words) {
+        std::fill(words.begin(), words.end(), 0u);
+        for (const std::uint32_t n : cur) {
+            if (n == 0) {
+                set_eos(words);
+                continue;
+            }
+            const detail::node& nd = pool.at(n);
+            const detail::slot_table& t = c->slots[c->slot_base[nd.pos] + nd.state];
+            if (!t.bits.empty()) {
+                for (std::size_t w = 0; w < words.size(); ++w) words[w] |= t.bits[w];
+            }
+            for (const std::int32_t id : t.ids) words[static_cast<std::size_t>(id) / 32] |= 1u << (id % 32);
+            if (!t.ctx.empty()) check_context(n, t, words);
+        }
+    }
+};
+
+matcher::matcher(std::shared_ptr<const compiled> grammar) : s_(std::make_unique<matcher_state>()) {
+    s_->c = std::move(grammar);
+    std::size_t longest = 0;
+    for (const std::int32_t id : s_->c->vocab->sorted()) longest = std::max(longest, s_->c->vocab->bytes(id).size());
+    s_->sets.resize(longest + 1);
+    s_->stepper().initial(s_->cur);
+}
+
+matcher::~matcher() = default;
+matcher::matcher(matcher&&) noexcept = default;
+matcher& matcher::operator=(matcher&&) noexcept = default;
+
+std::size_t matcher::vocab_size() const { return s_->c->vocab->size(); }
+std::size_t matcher::mask_words() const { return s_->c->vocab->mask_words(); }
+
+void matcher::fill_mask(std::span<std::uint32_t> words) {
+    matcher_state& s = *s_;
+    if (words.size() != mask_words()) return;  // caller error: nothing is allowed
+    if (s.overflow) {
+        std::fill(words.begin(), words.end(), 0u);
+        s.set_eos(words);
+        return;
+    }
+    for (const auto& e : s.memo) {
+        if (e.key == s.cur) {
+            std::copy(e.words.begin(), e.words.end(), words.begin());
+            return;
+        }
+    }
+    s.compute(words);
+    if (s.memo.size() < k_mask_memo_entries) s.memo.emplace_back();
+    auto& slot = s.memo[s.memo_next++ % s.memo.size()];
+    slot.key = s.cur;
+    slot.words.assign(words.begin(), words.end());
+}
+
+bool matcher::accept(std::int32_t token) {
+    matcher_state& s = *s_;
+    const vocabulary& v = *s.c->vocab;
+    if (token < 0 || static_cast<std::size_t>(token) >= v.size()) return false;
+    if (!v.is_text(token)) {
+        if (!v.is_eos(token) || !accepting()) return false;
+        s.cur.assign(1, 0);
+        s.overflow = false;
+        return true;
+    }
+    if (s.overflow) return false;
+    auto st = s.stepper();
+    s.a = s.cur;
+    for (const char ch : v.bytes(token)) {
+        st.advance(s.a, static_cast<std::uint8_t>(ch), s.b);
+        if (s.b.empty()) return false;
+        std::swap(s.a, s.b);
+    }
+    s.bytes += v.bytes(token).size();
+    if (s.a.size() > k_max_stacks) {
+        s.overflow = true;
+        s.cur.clear();
+        return true;
+    }
+    std::swap(s.cur, s.a);
+    return true;
+}
+
+bool matcher::accepting() const { return s_->overflow || (!s_->cur.empty() && s_->cur[0] == 0); }
+bool matcher::terminated() const { return !s_->overflow && s_->cur.size() == 1 && s_->cur[0] == 0; }
+bool matcher::overflowed() const { return s_->overflow; }
+std::size_t matcher::bytes_consumed() const { return s_->bytes; }
+
+}  // namespace calserve::model::grammar
