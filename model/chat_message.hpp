@@ -17,6 +17,9 @@ struct chat_tool_call {
 };
 
 struct chat_message {
+    chat_message() = default;
+    chat_message(std::string r, std::string c) : role(std::move(r)), content(std::move(c)) {}
+
     std::string role;     // system | user | assistant | tool
     std::string content;  // null content renders as ""
     // Assistant: reasoning given apart from content (the template then does not

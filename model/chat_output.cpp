@@ -191,8 +191,20 @@ bool chat_output_parser::try_header(chat_delta& out) {
     return true;
 }
 
+// At the finish of a cut call the wrapper's "}" is dropped only when what is
+// before it is complete JSON; otherwise the arguments are sent as cut.
+std::size_t chat_output_parser::final_arguments_end(std::string_view block, std::size_t from) {
+    std::size_t end = arguments_end(block, from);
+    std::size_t full = block.size();
+    while (full > from && is_space(block[full - 1])) --full;
+    if (end == full) return full;
+    boost::system::error_code ec;
+    (void)boost::json::parse(block.substr(from, end - from), ec);
+    return ec ? full : end;
+}
+
 void chat_output_parser::stream_arguments(chat_delta& out, bool final) {
-    std::size_t end = final ? block_.size() : arguments_end(block_, args_sent_);
+    std::size_t end = final ? final_arguments_end(block_, args_from_) : arguments_end(block_, args_sent_);
     if (end <= args_sent_) return;
     tool_call_delta d;
     d.index = calls_ - 1;
@@ -243,9 +255,10 @@ void chat_output_parser::step_tool_call(chat_delta& out, bool final) {
         at_start_ = false;
         return;
     }
-    std::size_t take = buf_.size() - (final ? 0 : held_suffix(buf_, call_close));
+    // At the finish, a cut "</tool_call" is layout, not arguments: dropped.
+    std::size_t take = buf_.size() - held_suffix(buf_, call_close);
     block_ += buf_.substr(0, take);
-    buf_.erase(0, take);
+    buf_.erase(0, final ? buf_.size() : take);
     if (!header_) try_header(out);
     if (header_) {
         stream_arguments(out, final);

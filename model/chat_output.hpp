@@ -68,6 +68,7 @@ private:
     void close_call(chat_delta& out);
     bool try_header(chat_delta& out);
     void stream_arguments(chat_delta& out, bool final);
+    static std::size_t final_arguments_end(std::string_view block, std::size_t from);
 
     chat_output_options options_;
     state state_;

@@ -126,6 +126,13 @@ TEST_CASE("chat output: a call cut by max_tokens keeps the arguments seen so far
     auto p = run_all_ways("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, 2", opts(false, true));
     REQUIRE(p.calls.size() == 1);
     CHECK(p.calls[0].arguments == "{\"a\": [1, 2");
+    // Cut inside the closing tag: complete arguments, without the wrapper or the tag.
+    auto c = run_all_ways("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": {\"b\": 1}}}\n</tool_c", opts(false, true));
+    REQUIRE(c.calls.size() == 1);
+    CHECK(c.calls[0].arguments == "{\"a\": {\"b\": 1}}");
+    // Cut after an inner "}": that brace is the arguments', kept.
+    auto d = run_all_ways("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": {\"b\": 1}", opts(false, true));
+    CHECK(d.calls[0].arguments == "{\"a\": {\"b\": 1}");
     // Cut before the header is complete: the text is returned as content.
     auto q = run_all_ways("<tool_call>\n{\"na", opts(false, true));
     CHECK(q.calls.empty());
