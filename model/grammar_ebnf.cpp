@@ -83,7 +83,7 @@ private:
     std::uint32_t rule(const std::string& name, std::size_t at) {
         if (auto it = g_.index.find(name); it != g_.index.end()) return it->second;
         const auto id = static_cast<std::uint32_t>(g_.rules.size());
-        g_.rules.push_back({name, {}, false, at});
+        g_.rules.push_back({name, {}, false, at, {}});
         g_.index.emplace(name, id);
         return id;
     }
@@ -203,10 +203,12 @@ private:
     // x{lo,hi} (hi unbounded when !bounded) as a chain of rules R_k ::= alt_i R_{k+1} | ...
     void repeat(std::vector<ir_seq> x, std::size_t lo, std::size_t hi, bool bounded, ir_seq& seq) {
         const std::size_t links = bounded ? hi : lo;
+        const auto chain = static_cast<std::int64_t>(++chains_);
         std::uint32_t next = 0;
         bool has_next = false;
         if (!bounded) {  // R_loop ::= alt_i R_loop | empty
             const std::uint32_t loop = fresh({});
+            g_.rules[loop].link = {chain, 0, chain_link::k_unbounded};
             for (const auto& a : x) {
                 ir_seq s = a;
                 s.push_back({ir_item::ref, {}, loop});
@@ -226,6 +228,8 @@ private:
             if (k >= lo) alts.push_back({});
             next = fresh(std::move(alts));
             has_next = true;
+            g_.rules[next].link = {chain, static_cast<std::uint32_t>(k < lo ? lo - k : 0),
+                                   bounded ? static_cast<std::uint32_t>(hi - k) : chain_link::k_unbounded};
         }
         if (has_next) seq.push_back({ir_item::ref, {}, next});
     }
@@ -327,6 +331,7 @@ private:
     std::string err_;
     std::string current_;
     std::size_t generated_ = 0;
+    std::size_t chains_ = 0;
     std::map<std::string, std::uint32_t> dfa_index_;
 };
 

@@ -146,6 +146,24 @@ void compute_follow(flat_grammar& g, const analysis& a) {
     }
 }
 
+// Every non-empty alternative of a chain link consumes at least one byte before the
+// call to the next link (so a token of n bytes sees at most n links ahead).
+bool consumes_per_link(const flat_grammar& g, const analysis& a, std::uint32_t r) {
+    for (const std::uint32_t start : g.alts[r]) {
+        std::uint32_t end = start;
+        while (g.elems[end].kind != elem_kind::end) ++end;
+        if (end == start) continue;
+        if (g.elems[end - 1].kind == elem_kind::ref) --end;  // the next link (or, conservatively, the operand)
+        bool consumes = false;
+        for (std::uint32_t p = start; p < end; ++p) {
+            const element& e = g.elems[p];
+            if (e.kind != elem_kind::ref || a.nullable[e.arg] == 0) consumes = true;
+        }
+        if (!consumes) return false;
+    }
+    return true;
+}
+
 }  // namespace
 
 result<flat_grammar> parse_ebnf(std::string_view text) {
@@ -180,6 +198,10 @@ result<flat_grammar> parse_ebnf(std::string_view text) {
     }
     if (auto ok = check_left_recursion(g, a, *ir); !ok) return ok.error();
     compute_follow(g, a);
+    g.links.resize(g.alts.size());
+    for (std::uint32_t r = 0; r < g.alts.size(); ++r) {
+        if (ir->rules[r].link.chain >= 0 && consumes_per_link(g, a, r)) g.links[r] = ir->rules[r].link;
+    }
     return g;
 }
 

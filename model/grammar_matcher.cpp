@@ -10,20 +10,22 @@ namespace calserve::model::grammar {
 
 struct matcher_state {
     struct memo_entry {
-        std::vector<std::uint32_t> key;
+        std::uint32_t state = 0;
         std::vector<std::uint32_t> words;
     };
 
+    explicit matcher_state(std::shared_ptr<const compiled> grammar)
+        : c(std::move(grammar)), automaton(c->g, pool, false) {}
+
     std::shared_ptr<const compiled> c;
     detail::stack_pool pool;
-    std::vector<std::uint32_t> cur, a, b;
-    std::vector<std::vector<std::uint32_t>> sets;
+    detail::state_automaton automaton;  // per request: its states and their transitions
+    std::uint32_t cur = 0;              // parse state (automaton id); 0 only after overflow
+    std::vector<std::uint32_t> sets;    // ctx walk: state after each prefix length
     std::vector<memo_entry> memo;
     std::size_t memo_next = 0;
     std::size_t bytes = 0;
     bool overflow = false;
-
-    detail::stepper stepper() { return detail::stepper(c->g, pool); }
 
     void set_eos(std::span<std::uint32_t> words) const {
         for (const std::int32_t id : c->vocab->eos_ids()) words[static_cast<std::size_t>(id) / 32] |= 1u << (id % 32);
@@ -33,8 +35,7 @@ struct matcher_state {
     void check_context(std::uint32_t n, const detail::slot_table& t, std::span<std::uint32_t> words) {
         const vocabulary& v = *c->vocab;
         const auto sorted = v.sorted();
-        auto st = stepper();
-        sets[0] = {n};
+        sets[0] = automaton.intern({n});
         std::size_t valid = 0;
         for (std::size_t i = 0; i < t.ctx.size(); ++i) {
             const std::int32_t id = sorted[t.ctx[i]];
@@ -42,9 +43,9 @@ struct matcher_state {
             std::size_t d = std::min<std::size_t>(t.ctx_lcp[i], valid);
             bool failed = false;
             while (d < tok.size()) {
-                st.advance(sets[d], static_cast<std::uint8_t>(tok[d]), sets[d + 1]);
+                sets[d + 1] = automaton.next(sets[d], static_cast<std::uint8_t>(tok[d]));
                 ++d;
-                if (sets[d].empty()) {
+                if (sets[d] == 0) {
                     failed = true;
                     break;
                 }
@@ -61,12 +62,13 @@ struct matcher_state {
 
     void compute(std::span<std::uint32_t> words) {
         std::fill(words.begin(), words.end(), 0u);
-        for (const std::uint32_t n : cur) {
+        const std::vector<std::uint32_t> nodes = automaton.nodes(cur);  // copy: walks intern states
+        for (const std::uint32_t n : nodes) {
             if (n == 0) {
                 set_eos(words);
                 continue;
             }
-            const detail::node& nd = pool.at(n);
+            const detail::node nd = pool.at(n);
             const detail::slot_table& t = c->slots[c->slot_base[nd.pos] + nd.state];
             if (!t.bits.empty()) {
                 for (std::size_t w = 0; w < words.size(); ++w) words[w] |= t.bits[w];
@@ -77,12 +79,13 @@ struct matcher_state {
     }
 };
 
-matcher::matcher(std::shared_ptr<const compiled> grammar) : s_(std::make_unique<matcher_state>()) {
-    s_->c = std::move(grammar);
+matcher::matcher(std::shared_ptr<const compiled> grammar) : s_(std::make_unique<matcher_state>(std::move(grammar))) {
     std::size_t longest = 0;
     for (const std::int32_t id : s_->c->vocab->sorted()) longest = std::max(longest, s_->c->vocab->bytes(id).size());
     s_->sets.resize(longest + 1);
-    s_->stepper().initial(s_->cur);
+    std::vector<std::uint32_t> start;
+    detail::stepper(s_->c->g, s_->pool).initial(start);
+    s_->cur = s_->automaton.intern(start);
 }
 
 matcher::~matcher() = default;
@@ -101,7 +104,7 @@ void matcher::fill_mask(std::span<std::uint32_t> words) {
         return;
     }
     for (const auto& e : s.memo) {
-        if (e.key == s.cur) {
+        if (e.state == s.cur) {
             std::copy(e.words.begin(), e.words.end(), words.begin());
             return;
         }
@@ -109,7 +112,7 @@ void matcher::fill_mask(std::span<std::uint32_t> words) {
     s.compute(words);
     if (s.memo.size() < k_mask_memo_entries) s.memo.emplace_back();
     auto& slot = s.memo[s.memo_next++ % s.memo.size()];
-    slot.key = s.cur;
+    slot.state = s.cur;
     slot.words.assign(words.begin(), words.end());
 }
 
@@ -119,30 +122,29 @@ bool matcher::accept(std::int32_t token) {
     if (token < 0 || static_cast<std::size_t>(token) >= v.size()) return false;
     if (!v.is_text(token)) {
         if (!v.is_eos(token) || !accepting()) return false;
-        s.cur.assign(1, 0);
+        s.cur = s.automaton.intern({0});
         s.overflow = false;
         return true;
     }
     if (s.overflow) return false;
-    auto st = s.stepper();
-    s.a = s.cur;
+    std::uint32_t state = s.cur;
     for (const char ch : v.bytes(token)) {
-        st.advance(s.a, static_cast<std::uint8_t>(ch), s.b);
-        if (s.b.empty()) return false;
-        std::swap(s.a, s.b);
+        state = s.automaton.next(state, static_cast<std::uint8_t>(ch));
+        if (state == 0) return false;
     }
     s.bytes += v.bytes(token).size();
-    if (s.a.size() > k_max_stacks) {
+    if (s.automaton.nodes(state).size() > k_max_stacks) {
         s.overflow = true;
-        s.cur.clear();
         return true;
     }
-    std::swap(s.cur, s.a);
+    s.cur = state;
     return true;
 }
 
-bool matcher::accepting() const { return s_->overflow || (!s_->cur.empty() && s_->cur[0] == 0); }
-bool matcher::terminated() const { return !s_->overflow && s_->cur.size() == 1 && s_->cur[0] == 0; }
+bool matcher::accepting() const { return s_->overflow || s_->automaton.ended(s_->cur); }
+bool matcher::terminated() const {
+    return !s_->overflow && s_->automaton.nodes(s_->cur).size() == 1 && s_->automaton.ended(s_->cur);
+}
 bool matcher::overflowed() const { return s_->overflow; }
 std::size_t matcher::bytes_consumed() const { return s_->bytes; }
 
