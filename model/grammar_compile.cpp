@@ -16,13 +16,18 @@ namespace {
 
 using detail::elem_kind;
 
+// Compile walks revisit few states very often: all of them get dense transition rows
+// (1 KiB each; a long repetition chain may reach tens of thousands).
+constexpr std::size_t k_compile_dense_states = 1u << 20;
+
 class slot_builder {
 public:
-    slot_builder(const compiled& c) : c_(c), v_(*c.vocab), auto_(c.g, pool_, true) {
+    slot_builder(const compiled& c) : c_(c), v_(*c.vocab), auto_(c.g, pool_, k_compile_dense_states, 1u << 14) {
         std::size_t longest = 0;
         for (const std::int32_t id : v_.sorted()) longest = std::max(longest, v_.bytes(id).size());
         sets_.resize(longest + 1);
         flags_.resize(longest + 1);
+        ends_.resize(longest + 1);
     }
 
     void build(std::uint32_t pos, std::uint16_t state, detail::slot_table& out) {
@@ -30,11 +35,10 @@ public:
         accepted_.clear();
         sets_[0] = auto_.intern({pool_.intern(pos, state, 0)});
         flags_[0] = 0;
-        const auto sorted = v_.sorted();
         for (int b = 0; b < 256; ++b) {
             if (auto_.next(sets_[0], static_cast<std::uint8_t>(b)) == 0) continue;
             walk(v_.first_byte_start()[static_cast<std::size_t>(b)], v_.first_byte_start()[static_cast<std::size_t>(b) + 1],
-                 follow, out);
+                 follow);
         }
         std::sort(accepted_.begin(), accepted_.end());
         if (accepted_.size() > v_.size() / 32) {
@@ -43,23 +47,22 @@ public:
         } else {
             out.ids = accepted_;
         }
-        out.ctx_lcp.resize(out.ctx.size());
-        for (std::size_t i = 0; i < out.ctx.size(); ++i) {
-            out.ctx_lcp[i] = i == 0 ? 0 : common_prefix(sorted[out.ctx[i - 1]], sorted[out.ctx[i]]);
-        }
+        for (auto& [suffix, ids] : groups_) out.ctx.push_back({suffix, std::move(ids)});
+        groups_.clear();
     }
 
 private:
-    std::uint16_t common_prefix(std::int32_t a, std::int32_t b) const {
-        const std::string_view x = v_.bytes(a);
-        const std::string_view y = v_.bytes(b);
-        std::size_t k = 0;
-        while (k < x.size() && k < y.size() && x[k] == y[k]) ++k;
-        return static_cast<std::uint16_t>(k);
+    // A context-dependent token: one group entry per offset where the rule ended with a
+    // byte left that may follow it (offsets below `depth`, the prefix walked).
+    void add_context(std::int32_t id, std::size_t depth) {
+        const std::string_view tok = v_.bytes(id);
+        for (std::size_t e = 0; e < depth; ++e) {
+            if (ends_[e] != 0) groups_[std::string(tok.substr(e))].push_back(id);
+        }
     }
 
     // Tokens [begin, end) of the sorted order, all starting with the same byte.
-    void walk(std::size_t begin, std::size_t end, const detail::byte_set& follow, detail::slot_table& out) {
+    void walk(std::size_t begin, std::size_t end, const detail::byte_set& follow) {
         const auto sorted = v_.sorted();
         const auto lcp = v_.sorted_lcp();
         std::size_t valid = 0;  // sets_[0..valid] hold the current token's prefixes
@@ -69,8 +72,8 @@ private:
             bool failed = false;
             while (d < tok.size()) {
                 const auto b = static_cast<std::uint8_t>(tok[d]);
-                const bool ended = auto_.ended(sets_[d]);
-                flags_[d + 1] = static_cast<std::uint8_t>(flags_[d] | (ended && detail::has(follow, b) ? 1 : 0));
+                ends_[d] = auto_.ended(sets_[d]) && detail::has(follow, b) ? 1 : 0;
+                flags_[d + 1] = static_cast<std::uint8_t>(flags_[d] | ends_[d]);
                 sets_[d + 1] = auto_.next(sets_[d], b);
                 ++d;
                 if (sets_[d] == 0) {
@@ -93,7 +96,7 @@ private:
             });
             const auto j = static_cast<std::size_t>(stop - sorted.begin());
             if (flags_[d] != 0) {
-                for (std::size_t k = i; k < j; ++k) out.ctx.push_back(static_cast<std::uint32_t>(k));
+                for (std::size_t k = i; k < j; ++k) add_context(sorted[k], d);
             }
             valid = d - 1;
             i = j;
@@ -105,8 +108,10 @@ private:
     detail::stack_pool pool_;
     detail::state_automaton auto_;
     std::vector<std::uint32_t> sets_;  // parse state after each prefix length of the token
-    std::vector<std::uint8_t> flags_;
+    std::vector<std::uint8_t> flags_;  // the rule ended, with a following byte, in the prefix
+    std::vector<std::uint8_t> ends_;   // ... exactly at this offset
     std::vector<std::int32_t> accepted_;
+    std::map<std::string, std::vector<std::int32_t>> groups_;
 };
 
 // Links of one repetition chain whose remaining counts agree once clamped to the longest
@@ -165,8 +170,11 @@ result<std::shared_ptr<const compiled>> compile(std::string_view ebnf, std::shar
     c->st.rules = c->g.alts.size();
     c->st.positions = slots;
     for (const auto& s : c->slots) {
-        c->st.context_dependent += s.ctx.size();
-        c->st.memory_bytes += s.bits.size() * 4 + s.ids.size() * 4 + s.ctx.size() * 6;
+        c->st.memory_bytes += s.bits.size() * 4 + s.ids.size() * 4;
+        for (const auto& g : s.ctx) {
+            c->st.context_dependent += g.ids.size();
+            c->st.memory_bytes += g.suffix.size() + g.ids.size() * 4;
+        }
     }
     return std::shared_ptr<const compiled>(std::move(c));
 }

@@ -84,7 +84,11 @@ struct node {
 /// Interned parse-stack nodes; id 0 is the empty stack.
 class stack_pool {
 public:
-    stack_pool() { nodes_.push_back({}); }
+    explicit stack_pool(std::size_t reserve = 0) {
+        nodes_.reserve(reserve + 1);
+        index_.reserve(reserve);
+        nodes_.push_back({});
+    }
     std::uint32_t intern(std::uint32_t pos, std::uint16_t state, std::uint32_t parent);
     const node& at(std::uint32_t id) const { return nodes_[id]; }
     std::size_t size() const { return nodes_.size(); }
@@ -116,12 +120,13 @@ private:
 
 /// Parse states (sorted node lists) interned to ids, with their byte transitions cached:
 /// a walk that meets a state again (inside a string: after every character) pays one
-/// table lookup per byte. Id 0 is the dead state (no stack). `dense` caches transitions
-/// in 256-entry rows (compile: few states, many walks); otherwise in a hash map
-/// (a request's matcher: memory grows only with the states it meets).
+/// table lookup per byte. Id 0 is the dead state (no stack).
 class state_automaton {
 public:
-    state_automaton(const flat_grammar& g, stack_pool& pool, bool dense);
+    /// Transitions of the first `dense_states` states live in 256-entry rows, the rest
+    /// in a hash map; `reserve` presizes the tables (no rehash pauses in a request's
+    /// first steps).
+    state_automaton(const flat_grammar& g, stack_pool& pool, std::size_t dense_states, std::size_t reserve = 0);
     std::uint32_t intern(const std::vector<std::uint32_t>& nodes);
     std::uint32_t next(std::uint32_t state, std::uint8_t b);
     const std::vector<std::uint32_t>& nodes(std::uint32_t state) const { return states_[state]; }
@@ -135,7 +140,7 @@ private:
     };
     static constexpr std::uint32_t k_unknown = 0xFFFFFFFFu;
     stepper st_;
-    bool dense_;
+    std::size_t dense_states_;
     std::vector<std::vector<std::uint32_t>> states_;
     std::vector<std::uint8_t> ended_;
     std::unordered_map<std::vector<std::uint32_t>, std::uint32_t, vec_hash> index_;
@@ -148,8 +153,14 @@ private:
 struct slot_table {
     std::vector<std::uint32_t> bits;  // accepted as a bitset (dense) ...
     std::vector<std::int32_t> ids;    // ... or as a list (sparse)
-    std::vector<std::uint32_t> ctx;   // context-dependent: indices into vocabulary::sorted()
-    std::vector<std::uint16_t> ctx_lcp;  // common prefix with the previous ctx entry
+    /// Context-dependent tokens, grouped by the bytes left where the position's rule ends
+    /// (a token ending it at several offsets is in several groups): at run time each
+    /// distinct suffix is walked once from the real caller, and passes for its whole group.
+    struct suffix_group {
+        std::string suffix;
+        std::vector<std::int32_t> ids;
+    };
+    std::vector<suffix_group> ctx;
 };
 
 }  // namespace calserve::model::grammar::detail

@@ -8,6 +8,11 @@
 
 namespace calserve::model::grammar {
 
+// Per request: the first states met get dense transition rows (256 KiB at most); the
+// tables start presized so that early steps do not pause to rehash.
+constexpr std::size_t k_matcher_dense_states = 256;
+constexpr std::size_t k_matcher_reserve = 1024;
+
 struct matcher_state {
     struct memo_entry {
         std::uint32_t state = 0;
@@ -15,13 +20,13 @@ struct matcher_state {
     };
 
     explicit matcher_state(std::shared_ptr<const compiled> grammar)
-        : c(std::move(grammar)), automaton(c->g, pool, false) {}
+        : c(std::move(grammar)), pool(k_matcher_reserve), automaton(c->g, pool, k_matcher_dense_states, k_matcher_reserve) {}
 
     std::shared_ptr<const compiled> c;
     detail::stack_pool pool;
     detail::state_automaton automaton;  // per request: its states and their transitions
     std::uint32_t cur = 0;              // parse state (automaton id); 0 only after overflow
-    std::vector<std::uint32_t> sets;    // ctx walk: state after each prefix length
+    std::vector<std::uint32_t> scratch;
     std::vector<memo_entry> memo;
     std::size_t memo_next = 0;
     std::size_t bytes = 0;
@@ -31,32 +36,22 @@ struct matcher_state {
         for (const std::int32_t id : c->vocab->eos_ids()) words[static_cast<std::size_t>(id) / 32] |= 1u << (id % 32);
     }
 
-    // Context-dependent tokens of node n's position checked against n's real stack.
-    void check_context(std::uint32_t n, const detail::slot_table& t, std::span<std::uint32_t> words) {
-        const vocabulary& v = *c->vocab;
-        const auto sorted = v.sorted();
-        sets[0] = automaton.intern({n});
-        std::size_t valid = 0;
-        for (std::size_t i = 0; i < t.ctx.size(); ++i) {
-            const std::int32_t id = sorted[t.ctx[i]];
-            const std::string_view tok = v.bytes(id);
-            std::size_t d = std::min<std::size_t>(t.ctx_lcp[i], valid);
-            bool failed = false;
-            while (d < tok.size()) {
-                sets[d + 1] = automaton.next(sets[d], static_cast<std::uint8_t>(tok[d]));
-                ++d;
-                if (sets[d] == 0) {
-                    failed = true;
-                    break;
-                }
+    // Context-dependent tokens of node n's position: each group's suffix walked from
+    // where n's rule returns to (its real caller); a pass admits the whole group.
+    void check_context(const detail::node& n, const detail::slot_table& t, std::span<std::uint32_t> words) {
+        scratch.clear();
+        detail::stepper(c->g, pool).resume(n.parent, scratch);
+        std::sort(scratch.begin(), scratch.end());
+        scratch.erase(std::unique(scratch.begin(), scratch.end()), scratch.end());
+        const std::uint32_t caller = automaton.intern(scratch);
+        for (const auto& g : t.ctx) {
+            std::uint32_t s = caller;
+            for (const char ch : g.suffix) {
+                s = automaton.next(s, static_cast<std::uint8_t>(ch));
+                if (s == 0) break;
             }
-            if (!failed) {
-                words[static_cast<std::size_t>(id) / 32] |= 1u << (id % 32);
-                valid = tok.size();
-                continue;
-            }
-            while (i + 1 < t.ctx.size() && t.ctx_lcp[i + 1] >= d) ++i;  // same dead prefix
-            valid = d - 1;
+            if (s == 0) continue;
+            for (const std::int32_t id : g.ids) words[static_cast<std::size_t>(id) / 32] |= 1u << (id % 32);
         }
     }
 
@@ -74,15 +69,12 @@ struct matcher_state {
                 for (std::size_t w = 0; w < words.size(); ++w) words[w] |= t.bits[w];
             }
             for (const std::int32_t id : t.ids) words[static_cast<std::size_t>(id) / 32] |= 1u << (id % 32);
-            if (!t.ctx.empty()) check_context(n, t, words);
+            if (!t.ctx.empty()) check_context(nd, t, words);
         }
     }
 };
 
 matcher::matcher(std::shared_ptr<const compiled> grammar) : s_(std::make_unique<matcher_state>(std::move(grammar))) {
-    std::size_t longest = 0;
-    for (const std::int32_t id : s_->c->vocab->sorted()) longest = std::max(longest, s_->c->vocab->bytes(id).size());
-    s_->sets.resize(longest + 1);
     std::vector<std::uint32_t> start;
     detail::stepper(s_->c->g, s_->pool).initial(start);
     s_->cur = s_->automaton.intern(start);

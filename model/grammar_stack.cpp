@@ -83,7 +83,12 @@ std::size_t state_automaton::vec_hash::operator()(const std::vector<std::uint32_
     return static_cast<std::size_t>(h);
 }
 
-state_automaton::state_automaton(const flat_grammar& g, stack_pool& pool, bool dense) : st_(g, pool), dense_(dense) {
+state_automaton::state_automaton(const flat_grammar& g, stack_pool& pool, std::size_t dense_states,
+                                 std::size_t reserve)
+    : st_(g, pool), dense_states_(dense_states) {
+    index_.reserve(reserve);
+    sparse_.reserve(reserve * 4);
+    rows_.reserve(std::min(reserve, dense_states));
     intern({});  // id 0: dead
 }
 
@@ -92,21 +97,22 @@ std::uint32_t state_automaton::intern(const std::vector<std::uint32_t>& nodes) {
     if (inserted) {
         states_.push_back(nodes);
         ended_.push_back(!nodes.empty() && nodes[0] == 0 ? 1 : 0);
-        if (dense_) rows_.emplace_back().fill(k_unknown);
+        if (states_.size() <= dense_states_) rows_.emplace_back().fill(k_unknown);
     }
     return it->second;
 }
 
 std::uint32_t state_automaton::next(std::uint32_t state, std::uint8_t b) {
     if (state == 0) return 0;
-    if (dense_) {
+    const bool dense = state < rows_.size();
+    if (dense) {
         if (const std::uint32_t t = rows_[state][b]; t != k_unknown) return t;
     } else if (auto it = sparse_.find(std::uint64_t{state} << 8 | b); it != sparse_.end()) {
         return it->second;
     }
     st_.advance(states_[state], b, scratch_);
     const std::uint32_t t = intern(scratch_);
-    if (dense_) rows_[state][b] = t;
+    if (dense) rows_[state][b] = t;
     else sparse_.emplace(std::uint64_t{state} << 8 | b, t);
     return t;
 }
