@@ -141,6 +141,10 @@ void BM_grammar_compile(benchmark::State& state) {
         auto c = cache.get(e.kind, e.text);
         if (!c) return state.SkipWithError(c.error().what().c_str());
         benchmark::DoNotOptimize(c.value().get());
+        const gr::compile_stats st = gr::stats(*c.value());
+        state.counters["positions"] = static_cast<double>(st.positions);
+        state.counters["ctx_tokens"] = static_cast<double>(st.context_dependent);
+        state.counters["tables_MB"] = static_cast<double>(st.memory_bytes) / 1e6;
     }
 }
 BENCHMARK(BM_grammar_compile)->DenseRange(0, 5)->Unit(benchmark::kMillisecond);
