@@ -13,6 +13,10 @@
 namespace calserve::model::grammar::detail {
 namespace {
 
+// Bounds on what one text may make the reader build (the parser recurses per group).
+constexpr std::size_t k_max_nesting = 200;
+constexpr std::size_t k_max_copied_items = 1u << 21;
+
 class reader {
 public:
     explicit reader(std::string_view text) : t_(text) {}
@@ -130,7 +134,9 @@ private:
         }
         if (c == '(') {
             const std::size_t at = i_++;
+            if (++depth_ > k_max_nesting) return error(at, "groups nested too deeply"), std::vector<ir_seq>{};
             auto alts = alternatives();
+            --depth_;
             if (i_ >= t_.size() || t_[i_] != ')') error(at, "unclosed '('");
             ++i_;
             return alts;
@@ -203,6 +209,13 @@ private:
     // x{lo,hi} (hi unbounded when !bounded) as a chain of rules R_k ::= alt_i R_{k+1} | ...
     void repeat(std::vector<ir_seq> x, std::size_t lo, std::size_t hi, bool bounded, ir_seq& seq) {
         const std::size_t links = bounded ? hi : lo;
+        std::size_t items = 0;
+        for (const auto& a : x) items += a.size() + 1;
+        copied_ += items * (links + 1);
+        if (copied_ > k_max_copied_items || g_.rules.size() + links + 1 > k_max_rules) {
+            error(i_, "grammar too large after expanding repetitions");
+            return;
+        }
         const auto chain = static_cast<std::int64_t>(++chains_);
         std::uint32_t next = 0;
         bool has_next = false;
@@ -332,6 +345,8 @@ private:
     std::string current_;
     std::size_t generated_ = 0;
     std::size_t chains_ = 0;
+    std::size_t depth_ = 0;
+    std::size_t copied_ = 0;  // items written by repetitions
     std::map<std::string, std::uint32_t> dfa_index_;
 };
 
