@@ -1,5 +1,5 @@
-// The compile cache: (kind, text) -> compiled grammar, bounded LRU, one mutex. A miss
-// compiles under the lock: two requests with the same new schema compile it once.
+// The compile cache: (kind, text) -> compiled grammar, bounded LRU, one mutex held only
+// for lookups and inserts.
 #include <functional>
 
 #include "model/grammar.hpp"
@@ -13,16 +13,20 @@ result<std::shared_ptr<const compiled>> compile_cache::get(grammar_kind kind, st
     std::string key(1, static_cast<char>('0' + static_cast<int>(kind)));
     if (kind != grammar_kind::json_object) key.append(text);
     const std::size_t h = std::hash<std::string>{}(key);
-    std::lock_guard lock(mutex_);
-    if (auto it = index_.find(h); it != index_.end()) {
-        for (const auto& e : it->second) {
-            if (e->key != key) continue;
-            lru_.splice(lru_.begin(), lru_, e);
-            ++hits_;
-            return e->value;
+    {
+        std::lock_guard lock(mutex_);
+        if (auto it = index_.find(h); it != index_.end()) {
+            for (const auto& e : it->second) {
+                if (e->key != key) continue;
+                lru_.splice(lru_.begin(), lru_, e);
+                ++hits_;
+                return e->value;
+            }
         }
+        ++misses_;
     }
-    ++misses_;
+    // Compiled outside the lock: a slow schema does not stall hits on other threads (two
+    // threads missing on the same new text both compile it; the second insert is dropped).
     std::string ebnf;
     if (kind == grammar_kind::json_schema) {
         auto converted = json_schema_to_ebnf(text);
@@ -33,13 +37,19 @@ result<std::shared_ptr<const compiled>> compile_cache::get(grammar_kind kind, st
     }
     auto c = compile(ebnf, vocab_);
     if (!c) return c.error();
+    std::lock_guard lock(mutex_);
+    auto& bucket = index_[h];
+    for (const auto& e : bucket) {
+        if (e->key == key) return e->value;
+    }
     lru_.push_front({key, c.value()});
-    index_[h].push_back(lru_.begin());
+    bucket.push_back(lru_.begin());
     if (lru_.size() > capacity_) {
         auto last = std::prev(lru_.end());
-        auto& bucket = index_[std::hash<std::string>{}(last->key)];
-        std::erase(bucket, last);
-        if (bucket.empty()) index_.erase(std::hash<std::string>{}(last->key));
+        const std::size_t last_h = std::hash<std::string>{}(last->key);
+        auto& old = index_[last_h];
+        std::erase(old, last);
+        if (old.empty()) index_.erase(last_h);
         lru_.pop_back();
     }
     return c.value();

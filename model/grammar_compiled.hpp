@@ -48,6 +48,17 @@ struct byte_dfa {
     std::vector<std::array<std::uint16_t, 256>> next;  // state 0 is the start
 };
 
+/// A rule of the chain that x{lo,hi} becomes: `lo_left` repetitions still required,
+/// at most `hi_left` more allowed (k_unbounded for the loop). Two links of one chain whose
+/// counts agree up to the longest token behave alike for every token walk, so they share
+/// their per-position tables (see compile). chain < 0: not a link.
+struct chain_link {
+    static constexpr std::uint32_t k_unbounded = 0xFFFFFFFFu;
+    std::int64_t chain = -1;
+    std::uint32_t lo_left = 0;
+    std::uint32_t hi_left = k_unbounded;
+};
+
 struct flat_grammar {
     std::vector<element> elems;
     std::vector<std::vector<std::uint32_t>> alts;  // per rule: first element of each alternative
@@ -57,6 +68,7 @@ struct flat_grammar {
     std::vector<byte_dfa> dfas;
     std::uint32_t root = 0;
     std::vector<byte_set> follow;  // per rule: bytes that may come right after it ends
+    std::vector<chain_link> links;  // per rule; chain < 0 also when a repetition may match empty
 };
 
 /// EBNF text -> checked flat grammar (undefined rules, left recursion, rules that can
@@ -72,7 +84,11 @@ struct node {
 /// Interned parse-stack nodes; id 0 is the empty stack.
 class stack_pool {
 public:
-    stack_pool() { nodes_.push_back({}); }
+    explicit stack_pool(std::size_t reserve = 0) {
+        nodes_.reserve(reserve + 1);
+        index_.reserve(reserve);
+        nodes_.push_back({});
+    }
     std::uint32_t intern(std::uint32_t pos, std::uint16_t state, std::uint32_t parent);
     const node& at(std::uint32_t id) const { return nodes_[id]; }
     std::size_t size() const { return nodes_.size(); }
@@ -102,12 +118,49 @@ private:
     stack_pool& pool_;
 };
 
+/// Parse states (sorted node lists) interned to ids, with their byte transitions cached:
+/// a walk that meets a state again (inside a string: after every character) pays one
+/// table lookup per byte. Id 0 is the dead state (no stack).
+class state_automaton {
+public:
+    /// Transitions of the first `dense_states` states live in 256-entry rows, the rest
+    /// in a hash map; `reserve` presizes the tables (no rehash pauses in a request's
+    /// first steps).
+    state_automaton(const flat_grammar& g, stack_pool& pool, std::size_t dense_states, std::size_t reserve = 0);
+    std::uint32_t intern(const std::vector<std::uint32_t>& nodes);
+    std::uint32_t next(std::uint32_t state, std::uint8_t b);
+    const std::vector<std::uint32_t>& nodes(std::uint32_t state) const { return states_[state]; }
+    /// The state holds the empty stack (grammar accepts; in a compile walk: the rule ended).
+    bool ended(std::uint32_t state) const { return ended_[state] != 0; }
+    std::size_t size() const { return states_.size(); }
+
+private:
+    struct vec_hash {
+        std::size_t operator()(const std::vector<std::uint32_t>& v) const;
+    };
+    static constexpr std::uint32_t k_unknown = 0xFFFFFFFFu;
+    stepper st_;
+    std::size_t dense_states_;
+    std::vector<std::vector<std::uint32_t>> states_;
+    std::vector<std::uint8_t> ended_;
+    std::unordered_map<std::vector<std::uint32_t>, std::uint32_t, vec_hash> index_;
+    std::vector<std::array<std::uint32_t, 256>> rows_;
+    std::unordered_map<std::uint64_t, std::uint32_t> sparse_;
+    std::vector<std::uint32_t> scratch_;
+};
+
 /// Tokens decided by one grammar position alone, and those that need the stack below.
 struct slot_table {
     std::vector<std::uint32_t> bits;  // accepted as a bitset (dense) ...
     std::vector<std::int32_t> ids;    // ... or as a list (sparse)
-    std::vector<std::uint32_t> ctx;   // context-dependent: indices into vocabulary::sorted()
-    std::vector<std::uint16_t> ctx_lcp;  // common prefix with the previous ctx entry
+    /// Context-dependent tokens, grouped by the bytes left where the position's rule ends
+    /// (a token ending it at several offsets is in several groups): at run time each
+    /// distinct suffix is walked once from the real caller, and passes for its whole group.
+    struct suffix_group {
+        std::string suffix;
+        std::vector<std::int32_t> ids;
+    };
+    std::vector<suffix_group> ctx;
 };
 
 }  // namespace calserve::model::grammar::detail

@@ -13,6 +13,10 @@
 namespace calserve::model::grammar::detail {
 namespace {
 
+// Bounds on what one text may make the reader build (the parser recurses per group).
+constexpr std::size_t k_max_nesting = 200;
+constexpr std::size_t k_max_copied_items = 1u << 21;
+
 class reader {
 public:
     explicit reader(std::string_view text) : t_(text) {}
@@ -83,7 +87,7 @@ private:
     std::uint32_t rule(const std::string& name, std::size_t at) {
         if (auto it = g_.index.find(name); it != g_.index.end()) return it->second;
         const auto id = static_cast<std::uint32_t>(g_.rules.size());
-        g_.rules.push_back({name, {}, false, at});
+        g_.rules.push_back({name, {}, false, at, {}});
         g_.index.emplace(name, id);
         return id;
     }
@@ -130,7 +134,9 @@ private:
         }
         if (c == '(') {
             const std::size_t at = i_++;
+            if (++depth_ > k_max_nesting) return error(at, "groups nested too deeply"), std::vector<ir_seq>{};
             auto alts = alternatives();
+            --depth_;
             if (i_ >= t_.size() || t_[i_] != ')') error(at, "unclosed '('");
             ++i_;
             return alts;
@@ -203,10 +209,19 @@ private:
     // x{lo,hi} (hi unbounded when !bounded) as a chain of rules R_k ::= alt_i R_{k+1} | ...
     void repeat(std::vector<ir_seq> x, std::size_t lo, std::size_t hi, bool bounded, ir_seq& seq) {
         const std::size_t links = bounded ? hi : lo;
+        std::size_t items = 0;
+        for (const auto& a : x) items += a.size() + 1;
+        copied_ += items * (links + 1);
+        if (copied_ > k_max_copied_items || g_.rules.size() + links + 1 > k_max_rules) {
+            error(i_, "grammar too large after expanding repetitions");
+            return;
+        }
+        const auto chain = static_cast<std::int64_t>(++chains_);
         std::uint32_t next = 0;
         bool has_next = false;
         if (!bounded) {  // R_loop ::= alt_i R_loop | empty
             const std::uint32_t loop = fresh({});
+            g_.rules[loop].link = {chain, 0, chain_link::k_unbounded};
             for (const auto& a : x) {
                 ir_seq s = a;
                 s.push_back({ir_item::ref, {}, loop});
@@ -226,6 +241,8 @@ private:
             if (k >= lo) alts.push_back({});
             next = fresh(std::move(alts));
             has_next = true;
+            g_.rules[next].link = {chain, static_cast<std::uint32_t>(k < lo ? lo - k : 0),
+                                   bounded ? static_cast<std::uint32_t>(hi - k) : chain_link::k_unbounded};
         }
         if (has_next) seq.push_back({ir_item::ref, {}, next});
     }
@@ -327,6 +344,9 @@ private:
     std::string err_;
     std::string current_;
     std::size_t generated_ = 0;
+    std::size_t chains_ = 0;
+    std::size_t depth_ = 0;
+    std::size_t copied_ = 0;  // items written by repetitions
     std::map<std::string, std::uint32_t> dfa_index_;
 };
 

@@ -23,6 +23,7 @@ struct ir_rule {
     std::vector<ir_seq> alts;
     bool defined = false;
     std::size_t at = 0;  // offset of the definition (or first use) in the text
+    chain_link link;     // set on the rules a repetition x{m,n} generates
 };
 
 struct ir_grammar {

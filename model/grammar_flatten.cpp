@@ -10,6 +10,9 @@
 namespace calserve::model::grammar::detail {
 namespace {
 
+// Expanding a stack top recurses once per leftmost call; this bounds that recursion.
+constexpr std::uint32_t k_max_left_depth = 2000;
+
 std::string base_name(const std::string& name) { return name.substr(0, name.find('#')); }
 
 void emit_alt(const ir_seq& seq, std::uint32_t rule, flat_grammar& g) {
@@ -96,6 +99,7 @@ void_result check_left_recursion(const flat_grammar& g, const analysis& a, const
         }
     }
     std::vector<std::uint8_t> mark(n, 0);  // 0 new, 1 on the path, 2 done
+    std::vector<std::uint32_t> depth(n, 0);  // longest chain of leftmost calls (expansion recursion)
     std::vector<std::pair<std::uint32_t, std::size_t>> path;
     for (std::uint32_t s = 0; s < n; ++s) {
         if (mark[s] != 0) continue;
@@ -105,6 +109,12 @@ void_result check_left_recursion(const flat_grammar& g, const analysis& a, const
             auto& [r, k] = path.back();
             if (k == left[r].size()) {
                 mark[r] = 2;
+                for (const std::uint32_t t : left[r]) depth[r] = std::max(depth[r], depth[t] + 1);
+                if (depth[r] > k_max_left_depth) {
+                    return make_error(status::invalid_argument, position(ir.text, ir.rules[r].at) + ": rule '" +
+                                                                    base_name(g.rule_names[r]) +
+                                                                    "' nests calls too deeply at its start");
+                }
                 path.pop_back();
                 continue;
             }
@@ -146,16 +156,34 @@ void compute_follow(flat_grammar& g, const analysis& a) {
     }
 }
 
+// Every non-empty alternative of a chain link consumes at least one byte before the
+// call to the next link (so a token of n bytes sees at most n links ahead).
+bool consumes_per_link(const flat_grammar& g, const analysis& a, std::uint32_t r) {
+    for (const std::uint32_t start : g.alts[r]) {
+        std::uint32_t end = start;
+        while (g.elems[end].kind != elem_kind::end) ++end;
+        if (end == start) continue;
+        if (g.elems[end - 1].kind == elem_kind::ref) --end;  // the next link (or, conservatively, the operand)
+        bool consumes = false;
+        for (std::uint32_t p = start; p < end; ++p) {
+            const element& e = g.elems[p];
+            if (e.kind != elem_kind::ref || a.nullable[e.arg] == 0) consumes = true;
+        }
+        if (!consumes) return false;
+    }
+    return true;
+}
+
 }  // namespace
 
 result<flat_grammar> parse_ebnf(std::string_view text) {
     auto ir = read_ebnf(text);
     if (!ir) return ir.error();
-    if (ir->rules.size() > k_max_rules) return make_error(status::invalid_argument, "grammar has too many rules");
+    if (ir->rules.size() > k_max_rules) return make_error(status::invalid_argument, "1:1: grammar has too many rules");
     flat_grammar g;
     g.dfas = std::move(ir->dfas);
     for (const auto& d : g.dfas) {
-        if (d.next.size() > k_max_dfa_states) return make_error(status::invalid_argument, "character class too large");
+        if (d.next.size() > k_max_dfa_states) return make_error(status::invalid_argument, "1:1: character class too large");
     }
     g.alts.resize(ir->rules.size());
     for (std::uint32_t r = 0; r < ir->rules.size(); ++r) {
@@ -164,7 +192,7 @@ result<flat_grammar> parse_ebnf(std::string_view text) {
             g.alts[r].push_back(static_cast<std::uint32_t>(g.elems.size()));
             emit_alt(alt, r, g);
         }
-        if (g.elems.size() > k_max_elems) return make_error(status::invalid_argument, "grammar too large");
+        if (g.elems.size() > k_max_elems) return make_error(status::invalid_argument, "1:1: grammar too large");
     }
     g.root = ir->index.at("root");
     const analysis a = analyse(g);
@@ -180,6 +208,10 @@ result<flat_grammar> parse_ebnf(std::string_view text) {
     }
     if (auto ok = check_left_recursion(g, a, *ir); !ok) return ok.error();
     compute_follow(g, a);
+    g.links.resize(g.alts.size());
+    for (std::uint32_t r = 0; r < g.alts.size(); ++r) {
+        if (ir->rules[r].link.chain >= 0 && consumes_per_link(g, a, r)) g.links[r] = ir->rules[r].link;
+    }
     return g;
 }
 

@@ -8,81 +8,76 @@
 
 namespace calserve::model::grammar {
 
+// Per request: the first states met get dense transition rows (256 KiB at most); the
+// tables start presized so that early steps do not pause to rehash.
+constexpr std::size_t k_matcher_dense_states = 256;
+constexpr std::size_t k_matcher_reserve = 1024;
+
 struct matcher_state {
     struct memo_entry {
-        std::vector<std::uint32_t> key;
+        std::uint32_t state = 0;
         std::vector<std::uint32_t> words;
     };
 
+    explicit matcher_state(std::shared_ptr<const compiled> grammar)
+        : c(std::move(grammar)), pool(k_matcher_reserve), automaton(c->g, pool, k_matcher_dense_states, k_matcher_reserve) {}
+
     std::shared_ptr<const compiled> c;
     detail::stack_pool pool;
-    std::vector<std::uint32_t> cur, a, b;
-    std::vector<std::vector<std::uint32_t>> sets;
+    detail::state_automaton automaton;  // per request: its states and their transitions
+    std::uint32_t cur = 0;              // parse state (automaton id); 0 only after overflow
+    std::vector<std::uint32_t> scratch;
     std::vector<memo_entry> memo;
     std::size_t memo_next = 0;
     std::size_t bytes = 0;
     bool overflow = false;
 
-    detail::stepper stepper() { return detail::stepper(c->g, pool); }
-
     void set_eos(std::span<std::uint32_t> words) const {
         for (const std::int32_t id : c->vocab->eos_ids()) words[static_cast<std::size_t>(id) / 32] |= 1u << (id % 32);
     }
 
-    // Context-dependent tokens of node n's position checked against n's real stack.
-    void check_context(std::uint32_t n, const detail::slot_table& t, std::span<std::uint32_t> words) {
-        const vocabulary& v = *c->vocab;
-        const auto sorted = v.sorted();
-        auto st = stepper();
-        sets[0] = {n};
-        std::size_t valid = 0;
-        for (std::size_t i = 0; i < t.ctx.size(); ++i) {
-            const std::int32_t id = sorted[t.ctx[i]];
-            const std::string_view tok = v.bytes(id);
-            std::size_t d = std::min<std::size_t>(t.ctx_lcp[i], valid);
-            bool failed = false;
-            while (d < tok.size()) {
-                st.advance(sets[d], static_cast<std::uint8_t>(tok[d]), sets[d + 1]);
-                ++d;
-                if (sets[d].empty()) {
-                    failed = true;
-                    break;
-                }
+    // Context-dependent tokens of node n's position: each group's suffix walked from
+    // where n's rule returns to (its real caller); a pass admits the whole group.
+    void check_context(const detail::node& n, const detail::slot_table& t, std::span<std::uint32_t> words) {
+        scratch.clear();
+        detail::stepper(c->g, pool).resume(n.parent, scratch);
+        std::sort(scratch.begin(), scratch.end());
+        scratch.erase(std::unique(scratch.begin(), scratch.end()), scratch.end());
+        const std::uint32_t caller = automaton.intern(scratch);
+        for (const auto& g : t.ctx) {
+            std::uint32_t s = caller;
+            for (const char ch : g.suffix) {
+                s = automaton.next(s, static_cast<std::uint8_t>(ch));
+                if (s == 0) break;
             }
-            if (!failed) {
-                words[static_cast<std::size_t>(id) / 32] |= 1u << (id % 32);
-                valid = tok.size();
-                continue;
-            }
-            while (i + 1 < t.ctx.size() && t.ctx_lcp[i + 1] >= d) ++i;  // same dead prefix
-            valid = d - 1;
+            if (s == 0) continue;
+            for (const std::int32_t id : g.ids) words[static_cast<std::size_t>(id) / 32] |= 1u << (id % 32);
         }
     }
 
     void compute(std::span<std::uint32_t> words) {
         std::fill(words.begin(), words.end(), 0u);
-        for (const std::uint32_t n : cur) {
+        const std::vector<std::uint32_t> nodes = automaton.nodes(cur);  // copy: walks intern states
+        for (const std::uint32_t n : nodes) {
             if (n == 0) {
                 set_eos(words);
                 continue;
             }
-            const detail::node& nd = pool.at(n);
+            const detail::node nd = pool.at(n);
             const detail::slot_table& t = c->slots[c->slot_base[nd.pos] + nd.state];
             if (!t.bits.empty()) {
                 for (std::size_t w = 0; w < words.size(); ++w) words[w] |= t.bits[w];
             }
             for (const std::int32_t id : t.ids) words[static_cast<std::size_t>(id) / 32] |= 1u << (id % 32);
-            if (!t.ctx.empty()) check_context(n, t, words);
+            if (!t.ctx.empty()) check_context(nd, t, words);
         }
     }
 };
 
-matcher::matcher(std::shared_ptr<const compiled> grammar) : s_(std::make_unique<matcher_state>()) {
-    s_->c = std::move(grammar);
-    std::size_t longest = 0;
-    for (const std::int32_t id : s_->c->vocab->sorted()) longest = std::max(longest, s_->c->vocab->bytes(id).size());
-    s_->sets.resize(longest + 1);
-    s_->stepper().initial(s_->cur);
+matcher::matcher(std::shared_ptr<const compiled> grammar) : s_(std::make_unique<matcher_state>(std::move(grammar))) {
+    std::vector<std::uint32_t> start;
+    detail::stepper(s_->c->g, s_->pool).initial(start);
+    s_->cur = s_->automaton.intern(start);
 }
 
 matcher::~matcher() = default;
@@ -101,7 +96,7 @@ void matcher::fill_mask(std::span<std::uint32_t> words) {
         return;
     }
     for (const auto& e : s.memo) {
-        if (e.key == s.cur) {
+        if (e.state == s.cur) {
             std::copy(e.words.begin(), e.words.end(), words.begin());
             return;
         }
@@ -109,7 +104,7 @@ void matcher::fill_mask(std::span<std::uint32_t> words) {
     s.compute(words);
     if (s.memo.size() < k_mask_memo_entries) s.memo.emplace_back();
     auto& slot = s.memo[s.memo_next++ % s.memo.size()];
-    slot.key = s.cur;
+    slot.state = s.cur;
     slot.words.assign(words.begin(), words.end());
 }
 
@@ -119,30 +114,29 @@ bool matcher::accept(std::int32_t token) {
     if (token < 0 || static_cast<std::size_t>(token) >= v.size()) return false;
     if (!v.is_text(token)) {
         if (!v.is_eos(token) || !accepting()) return false;
-        s.cur.assign(1, 0);
+        s.cur = s.automaton.intern({0});
         s.overflow = false;
         return true;
     }
     if (s.overflow) return false;
-    auto st = s.stepper();
-    s.a = s.cur;
+    std::uint32_t state = s.cur;
     for (const char ch : v.bytes(token)) {
-        st.advance(s.a, static_cast<std::uint8_t>(ch), s.b);
-        if (s.b.empty()) return false;
-        std::swap(s.a, s.b);
+        state = s.automaton.next(state, static_cast<std::uint8_t>(ch));
+        if (state == 0) return false;
     }
     s.bytes += v.bytes(token).size();
-    if (s.a.size() > k_max_stacks) {
+    if (s.automaton.nodes(state).size() > k_max_stacks) {
         s.overflow = true;
-        s.cur.clear();
         return true;
     }
-    std::swap(s.cur, s.a);
+    s.cur = state;
     return true;
 }
 
-bool matcher::accepting() const { return s_->overflow || (!s_->cur.empty() && s_->cur[0] == 0); }
-bool matcher::terminated() const { return !s_->overflow && s_->cur.size() == 1 && s_->cur[0] == 0; }
+bool matcher::accepting() const { return s_->overflow || s_->automaton.ended(s_->cur); }
+bool matcher::terminated() const {
+    return !s_->overflow && s_->automaton.nodes(s_->cur).size() == 1 && s_->automaton.ended(s_->cur);
+}
 bool matcher::overflowed() const { return s_->overflow; }
 std::size_t matcher::bytes_consumed() const { return s_->bytes; }
 

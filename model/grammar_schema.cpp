@@ -75,6 +75,8 @@ std::string pointer_token(std::string_view key) {
     return out;
 }
 
+constexpr std::size_t k_max_schema_depth = 64;
+
 class converter {
 public:
     explicit converter(const json::value& root) : root_(root) {}
@@ -119,6 +121,17 @@ private:
 
     std::string visit(const json::value& s, const std::string& path) {
         if (err_) return "null";
+        if (depth_ >= k_max_schema_depth) {
+            fail(path, "schema nested too deeply");
+            return "null";
+        }
+        ++depth_;
+        std::string out = visit_node(s, path);
+        --depth_;
+        return out;
+    }
+
+    std::string visit_node(const json::value& s, const std::string& path) {
         if (s.is_bool()) {
             if (s.as_bool()) return use("value");
             fail(path, "schema 'false' matches nothing");
@@ -388,6 +401,7 @@ private:
     std::map<std::string, std::string> refs_;   // pointer -> rule
     std::map<std::string, std::string> paths_;  // rule -> pointer
     std::size_t count_ = 0;
+    std::size_t depth_ = 0;  // visit recursion ($ref chains included)
     std::optional<error_info> err_;
 
 public:

@@ -77,4 +77,44 @@ void stepper::advance(const std::vector<std::uint32_t>& in, std::uint8_t b, std:
     }
 }
 
+std::size_t state_automaton::vec_hash::operator()(const std::vector<std::uint32_t>& v) const {
+    std::uint64_t h = 0x9E3779B97F4A7C15ull ^ v.size();
+    for (const std::uint32_t x : v) h = (h ^ x) * 0x100000001B3ull, h ^= h >> 29;
+    return static_cast<std::size_t>(h);
+}
+
+state_automaton::state_automaton(const flat_grammar& g, stack_pool& pool, std::size_t dense_states,
+                                 std::size_t reserve)
+    : st_(g, pool), dense_states_(dense_states) {
+    index_.reserve(reserve);
+    sparse_.reserve(reserve * 4);
+    rows_.reserve(std::min(reserve, dense_states));
+    intern({});  // id 0: dead
+}
+
+std::uint32_t state_automaton::intern(const std::vector<std::uint32_t>& nodes) {
+    auto [it, inserted] = index_.try_emplace(nodes, static_cast<std::uint32_t>(states_.size()));
+    if (inserted) {
+        states_.push_back(nodes);
+        ended_.push_back(!nodes.empty() && nodes[0] == 0 ? 1 : 0);
+        if (states_.size() <= dense_states_) rows_.emplace_back().fill(k_unknown);
+    }
+    return it->second;
+}
+
+std::uint32_t state_automaton::next(std::uint32_t state, std::uint8_t b) {
+    if (state == 0) return 0;
+    const bool dense = state < rows_.size();
+    if (dense) {
+        if (const std::uint32_t t = rows_[state][b]; t != k_unknown) return t;
+    } else if (auto it = sparse_.find(std::uint64_t{state} << 8 | b); it != sparse_.end()) {
+        return it->second;
+    }
+    st_.advance(states_[state], b, scratch_);
+    const std::uint32_t t = intern(scratch_);
+    if (dense) rows_[state][b] = t;
+    else sparse_.emplace(std::uint64_t{state} << 8 | b, t);
+    return t;
+}
+
 }  // namespace calserve::model::grammar::detail
