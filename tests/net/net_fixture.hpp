@@ -51,6 +51,7 @@ public:
     std::optional<error_info> final_failure;
     std::chrono::microseconds token_delay{0};
     std::size_t text_bytes = 1;
+    std::vector<std::string> script;     // when set: token i's text is script[i % size]
     std::atomic<bool> ready{true};
     std::atomic<bool> gate_open{true};   // tokens wait while false
 
@@ -131,6 +132,7 @@ private:
             actors::generated_token t;
             t.token = 'a' + static_cast<int>(i % 26);
             t.text.assign(text_bytes, static_cast<char>(t.token));
+            if (!script.empty()) t.text = script[std::size_t(i) % script.size()];
             t.logprob = -0.5f;
             if (r.sampling.top_logprobs > 0) t.top = {{t.token, -0.5f}, {'z', -2.0f}};
             sink.on_token(t);
