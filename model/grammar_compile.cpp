@@ -40,11 +40,11 @@ public:
             walk(v_.first_byte_start()[static_cast<std::size_t>(b)], v_.first_byte_start()[static_cast<std::size_t>(b) + 1],
                  follow);
         }
-        std::sort(accepted_.begin(), accepted_.end());
-        if (accepted_.size() > v_.size() / 32) {
+        if (accepted_.size() > v_.size() / 32) {  // dense: a bitset (no sort needed)
             out.bits.assign(v_.mask_words(), 0);
             for (const std::int32_t id : accepted_) out.bits[static_cast<std::size_t>(id) / 32] |= 1u << (id % 32);
         } else {
+            std::sort(accepted_.begin(), accepted_.end());
             out.ids = accepted_;
         }
         for (auto& [suffix, ids] : groups_) out.ctx.push_back({suffix, std::move(ids)});
