@@ -21,11 +21,30 @@
 
 #include "config/result.hpp"
 #include "model/chat_message.hpp"
+#include "model/grammar.hpp"
 #include "model/sampling_params.hpp"
 
 namespace calserve::actors {
 
 using token_id = std::int32_t;
+
+// What the output must follow (docs/api.md, "Structured outputs and tools"). The
+// network layer compiles `grammar` on its tokenize pool (engine::compile_grammar,
+// a bounded cache); a request replayed from a trace carries only kind and text and
+// is compiled at submit. An inactive constraint costs the serving path nothing.
+struct output_constraint {
+    model::grammar::grammar_kind kind = model::grammar::grammar_kind::ebnf;
+    std::string grammar;                                     // empty (and kind ebnf) = no grammar
+    std::shared_ptr<const model::grammar::compiled> compiled;
+    // The prompt leaves the think block open: tokens up to </think> are reasoning
+    // and the grammar starts after it.
+    bool thinking = false;
+    std::int64_t max_reasoning_tokens = -1;                  // >= 0: </think> is forced after that many
+    bool has_grammar() const {
+        return !grammar.empty() || kind != model::grammar::grammar_kind::ebnf;
+    }
+    bool active() const { return has_grammar() || (thinking && max_reasoning_tokens >= 0); }
+};
 
 struct generation_request {
     std::string id;                           // server-assigned, unique ("cmpl-...")
@@ -36,6 +55,7 @@ struct generation_request {
     std::vector<token_id> stop_token_ids;
     bool ignore_eos = false;
     std::chrono::milliseconds timeout{0};     // 0 = runtime.request_timeout_ms
+    output_constraint constraint;
 };
 
 struct token_logprob {
@@ -102,6 +122,7 @@ struct engine_health {
 };
 
 using chat_message = model::chat_message;
+using chat_options = model::chat_options;
 
 class engine {
 public:
@@ -121,7 +142,16 @@ public:
     }
     virtual result<std::string> decode(const std::vector<token_id>& ids) const = 0;
     virtual result<std::string> apply_chat_template(const std::vector<chat_message>& messages,
-                                                    bool add_generation_prompt) const = 0;
+                                                    const chat_options& options) const = 0;
+    // A grammar for `output_constraint`, through the engine's bounded compile cache
+    // (thread-safe: the network layer calls it from its tokenize pool). Errors are
+    // invalid_argument naming the schema path or the EBNF line:col.
+    virtual result<std::shared_ptr<const model::grammar::compiled>> compile_grammar(model::grammar::grammar_kind kind,
+                                                                                   std::string_view text) const {
+        (void)kind;
+        (void)text;
+        return make_error(status::unsupported, "this engine has no grammar engine");
+    }
 
     // Several models (docs/generations.md): the engine that serves `model`, ""
     // meaning the only one. The returned engine stays valid while the caller holds

@@ -61,6 +61,8 @@ struct model_router::generation {
     std::shared_ptr<serving_engine> engine;
     bool keep = false;
     double switch_ms = 0;
+    double drain_ms = 0;                // its tail: switch away to the last request done
+    std::int64_t tail_requests = 0;     // requests in flight when it started draining
     clock_type::time_point drain_since{}, grave_since{};
 };
 
@@ -536,6 +538,7 @@ void model_router::switch_to(const std::string& name, const std::shared_ptr<gene
         old->state = generation_state::draining;
         old->keep = keep_old;
         old->drain_since = clock_type::now();
+        old->tail_requests = old->engine ? old->engine->in_flight() : 0;
         a->previous = old;
     }
     if (std::find(a->generations.begin(), a->generations.end(), g) == a->generations.end()) a->generations.push_back(g);
@@ -612,6 +615,8 @@ std::vector<generation_info> model_router::list() const {
             i.current = g == a->current;
             i.in_flight = g->engine ? g->engine->in_flight() : 0;
             i.switch_ms = g->switch_ms;
+            i.drain_ms = g->drain_ms;
+            i.tail_requests = g->tail_requests;
             out.push_back(std::move(i));
         }
     }
@@ -622,6 +627,9 @@ std::vector<generation_info> model_router::list() const {
 
 void model_router::retire(generation& g) {
     g.state = generation_state::retired;
+    g.drain_ms = std::chrono::duration<double, std::milli>(clock_type::now() - g.drain_since).count();
+    spdlog::info("models: '{}' generation {} drained in {:.0f} ms{}", g.alias, g.number, g.drain_ms,
+                 g.keep ? " (kept resident)" : "");
     if (g.keep) return;
     g.engine->shutdown();
     auto grave = std::make_shared<generation>(g);
@@ -811,10 +819,17 @@ result<std::string> model_router::decode(const std::vector<token_id>& ids) const
 }
 
 result<std::string> model_router::apply_chat_template(const std::vector<chat_message>& messages,
-                                                      bool add_generation_prompt) const {
+                                                      const chat_options& options) const {
     auto e = any_engine();
     if (!e) return make_error(status::not_ready, "no model is serving");
-    return e->apply_chat_template(messages, add_generation_prompt);
+    return e->apply_chat_template(messages, options);
+}
+
+result<std::shared_ptr<const model::grammar::compiled>> model_router::compile_grammar(model::grammar::grammar_kind kind,
+                                                                                     std::string_view text) const {
+    auto e = any_engine();
+    if (!e) return make_error(status::not_ready, "no model is serving");
+    return e->compile_grammar(kind, text);
 }
 
 void model_router::drain() {

@@ -73,6 +73,8 @@ struct generation_info {
     bool current = false;
     std::int64_t in_flight = 0;
     double switch_ms = 0;               // load command to serving (serving generations)
+    double drain_ms = 0;                // the tail of a retired generation: switch away to drained
+    std::int64_t tail_requests = 0;     // requests it still had in flight when it started draining
 };
 
 struct load_request {
@@ -108,7 +110,9 @@ public:
     result<std::vector<token_id>> encode_prompt(std::string_view text, std::int64_t max_tokens) const override;
     result<std::string> decode(const std::vector<token_id>& ids) const override;
     result<std::string> apply_chat_template(const std::vector<chat_message>& messages,
-                                            bool add_generation_prompt) const override;
+                                            const chat_options& options) const override;
+    result<std::shared_ptr<const model::grammar::compiled>> compile_grammar(model::grammar::grammar_kind kind,
+                                                                           std::string_view text) const override;
     void drain() override;
     void resume() override;
     std::int64_t in_flight() const override;

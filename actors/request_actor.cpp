@@ -89,7 +89,10 @@ void request_actor::on(rq_token& m) {
     }
     auto flushed = matcher_.push(decoder_.push(m.token));
     setup_.sink->on_token(generated_token{m.token, std::move(flushed.released), m.logprob, std::move(m.top)});
-    if (flushed.stopped) finish(request_state::finished, finish_reason::stop, std::nullopt);
+    // The Sampler set `ended` before this token was sent here (message order), and
+    // nobody else writes it: a complete grammar ends the request as EOS would.
+    const bool grammar_done = setup_.seq->constraint && setup_.seq->constraint->ended;
+    if (flushed.stopped || grammar_done) finish(request_state::finished, finish_reason::stop, std::nullopt);
     else if (completion_tokens_ >= setup_.seq->max_tokens) finish(request_state::finished, finish_reason::length, std::nullopt);
     else (void)setup_.tick.tell(bt_continue{setup_.seq->seq}, id());
 }

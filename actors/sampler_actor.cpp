@@ -23,6 +23,40 @@ void sampler_actor::on_message(sampler_message& msg) {
 }
 
 namespace {
+// The mask for this step of a constrained row: only </think> once the reasoning
+// budget is spent, nothing inside the think block, else the grammar's. Tokens past
+// the grammar's vocabulary (model rows may be wider than the tokenizer) stay off.
+std::span<const std::uint32_t> constraint_mask(sequence_constraint& c, std::size_t vocab) {
+    const std::size_t words = (vocab + 31) / 32;
+    if (c.thinking) {
+        if (c.reasoning_budget < 0 || c.reasoning_tokens < c.reasoning_budget || c.think_end < 0) return {};
+        c.mask.assign(words, 0);
+        if (std::size_t(c.think_end) < vocab) c.mask[std::size_t(c.think_end) / 32] |= 1u << (c.think_end % 32);
+        return c.mask;
+    }
+    if (!c.matcher) return {};
+    c.mask.assign(std::max(words, c.matcher->mask_words()), 0);
+    c.matcher->fill_mask(std::span<std::uint32_t>(c.mask).first(c.matcher->mask_words()));
+    if (vocab % 32 != 0 && words <= c.mask.size()) c.mask[words - 1] &= (1u << (vocab % 32)) - 1;
+    return std::span<const std::uint32_t>(c.mask).first(words);
+}
+
+// Advances the constraint by the sampled token; an error when the grammar refuses
+// a token its own mask allowed (an engine bug: the request fails, not the process).
+std::optional<error_info> constraint_accept(sequence_constraint& c, token_id token) {
+    if (c.thinking) {
+        ++c.reasoning_tokens;
+        if (token == c.think_end) c.thinking = false;
+        return std::nullopt;
+    }
+    if (!c.matcher) return std::nullopt;
+    if (!c.matcher->accept(token)) {
+        return make_error(status::internal, "grammar refused token " + std::to_string(token) + " its mask allowed");
+    }
+    c.ended = c.matcher->terminated();
+    return std::nullopt;
+}
+
 void sample_rows(job_context& job, std::size_t begin, std::size_t end, model::sampler& sampler) {
     const auto vocab = std::size_t(job.vocab);
     std::span<const model::bf16> all(job.logits);
@@ -30,10 +64,18 @@ void sample_rows(job_context& job, std::size_t begin, std::size_t end, model::sa
         auto& seq = *job.rows[r];
         std::span<const std::int32_t> tokens(seq.tokens);
         model::token_history history{tokens.first(std::size_t(seq.prompt_len)), tokens.subspan(std::size_t(seq.prompt_len))};
-        auto picked = sampler.sample(all.subspan(r * vocab, vocab), seq.params, history, seq.rng);
+        std::span<const std::uint32_t> allowed;
+        if (seq.constraint) allowed = constraint_mask(*seq.constraint, vocab);
+        auto picked = sampler.sample(all.subspan(r * vocab, vocab), seq.params, history, seq.rng, allowed);
         if (!picked) {
             job.picks[r] = picked.error();
             continue;
+        }
+        if (seq.constraint) {
+            if (auto e = constraint_accept(*seq.constraint, picked->token)) {
+                job.picks[r] = *e;
+                continue;
+            }
         }
         std::vector<token_logprob> picks;
         picks.reserve(1 + picked->top_count);

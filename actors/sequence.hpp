@@ -25,6 +25,21 @@ namespace calserve::actors {
 
 using sequence_id = std::uint64_t;
 
+// A constrained request's decoding state (null in sequence_state when the request
+// has no constraint). Owned like the rest of the sequence: the Sampler updates it
+// while it holds the job; it survives preemption and device recovery unchanged,
+// because the tokens it has accepted are kept. Invariant: the matcher has accepted
+// exactly the tokens generated after </think> (all of them without thinking).
+struct sequence_constraint {
+    std::unique_ptr<model::grammar::matcher> matcher;  // null: only the reasoning budget
+    bool thinking = false;                             // inside the think block
+    std::int64_t reasoning_budget = -1;                // < 0: no budget
+    std::int64_t reasoning_tokens = 0;
+    token_id think_end = -1;                           // the </think> token
+    bool ended = false;                                // the grammar is complete: finish with stop
+    std::vector<std::uint32_t> mask;                   // scratch, one bit per logits row entry
+};
+
 struct sequence_state {
     sequence_id seq = 0;
     std::string request_id;
@@ -37,6 +52,7 @@ struct sequence_state {
     model::sampling_params params;
     model::request_rng rng;
     std::chrono::nanoseconds arrived{0};
+    std::unique_ptr<sequence_constraint> constraint;  // null = unconstrained
 
     std::int64_t generated() const { return std::int64_t(tokens.size()) - prompt_len; }
     std::int64_t pending_tokens() const { return std::int64_t(tokens.size()) - device_len; }

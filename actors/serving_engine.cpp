@@ -282,6 +282,11 @@ void_result serving_engine::submit(generation_request request, std::shared_ptr<g
     seq->params = std::move(request.sampling);
     seq->rng = model::request_rng(model::request_rng::derive_seed(seq->params.seed, seq->seq));
     seq->arrived = rt_->now();
+    if (request.constraint.active()) {
+        auto c = make_constraint(request.constraint);
+        if (!c) return c.error();
+        seq->constraint = std::move(*c);
+    }
 
     request_setup rs;
     rs.seq = seq;
@@ -355,8 +360,41 @@ result<std::vector<token_id>> serving_engine::encode_prompt(std::string_view tex
 result<std::string> serving_engine::decode(const std::vector<token_id>& ids) const { return tokenizer_->decode(ids); }
 
 result<std::string> serving_engine::apply_chat_template(const std::vector<chat_message>& messages,
-                                                        bool add_generation_prompt) const {
-    return tokenizer_->apply_chat_template(messages, add_generation_prompt);
+                                                        const chat_options& options) const {
+    return tokenizer_->apply_chat_template(messages, options);
+}
+
+result<std::shared_ptr<const model::grammar::compiled>> serving_engine::compile_grammar(model::grammar::grammar_kind kind,
+                                                                                       std::string_view text) const {
+    std::call_once(grammar_once_, [this] {
+        // Added tokens that decode as plain text (Qwen3's <tool_call>, </tool_call>,
+        // <think>, </think>: "special": false) may spell grammar text, so a model can
+        // write a tool call with the single token it was trained on.
+        std::vector<token_id> text_added;
+        for (auto id : tokenizer_->added_token_ids())
+            if (!tokenizer_->is_special(id)) text_added.push_back(id);
+        grammar_cache_ = std::make_unique<model::grammar::compile_cache>(
+            model::grammar::vocabulary::build(*tokenizer_, eos_ids_, text_added));
+    });
+    return grammar_cache_->get(kind, text);
+}
+
+// The per-sequence state of a constraint; compiles the grammar when the request
+// comes without it (a replayed trace records kind and text only).
+result<std::unique_ptr<sequence_constraint>> serving_engine::make_constraint(output_constraint& c) const {
+    auto out = std::make_unique<sequence_constraint>();
+    if (c.has_grammar()) {
+        if (!c.compiled) {
+            auto g = compile_grammar(c.kind, c.grammar);
+            if (!g) return g.error();
+            c.compiled = std::move(*g);
+        }
+        out->matcher = std::make_unique<model::grammar::matcher>(c.compiled);
+    }
+    out->thinking = c.thinking;
+    out->reasoning_budget = c.max_reasoning_tokens;
+    if (auto id = tokenizer_->token_to_id("</think>")) out->think_end = *id;
+    return out;
 }
 
 void serving_engine::reset_device(std::string reason) { (void)device_actor_.tell(da_reset{std::move(reason)}); }

@@ -63,6 +63,8 @@ struct engine_setup {
 // Declares the points an engine's device and sampler consume on `faults`.
 void declare_engine_consumers(device::fault_registry& faults);
 
+struct sequence_constraint;
+
 class serving_engine final : public engine {
 public:
     static result<std::unique_ptr<serving_engine>> create(runtime& rt, const config& cfg, const engine_setup& setup);
@@ -76,7 +78,9 @@ public:
     result<std::vector<token_id>> encode_prompt(std::string_view text, std::int64_t max_tokens) const override;
     result<std::string> decode(const std::vector<token_id>& ids) const override;
     result<std::string> apply_chat_template(const std::vector<chat_message>& messages,
-                                            bool add_generation_prompt) const override;
+                                            const chat_options& options) const override;
+    result<std::shared_ptr<const model::grammar::compiled>> compile_grammar(model::grammar::grammar_kind kind,
+                                                                           std::string_view text) const override;
     void drain() override { accepting_.store(false); }
     void resume() override { accepting_.store(true); }
     std::int64_t in_flight() const override;
@@ -113,6 +117,7 @@ private:
     serving_engine() = default;
     void_result build(runtime& rt, const config& cfg, const engine_setup& setup);
     void start_watch(std::chrono::nanoseconds interval);
+    result<std::unique_ptr<sequence_constraint>> make_constraint(output_constraint& c) const;
 
     runtime* rt_ = nullptr;
     metrics::calserve_metrics* metrics_ = nullptr;
@@ -126,6 +131,9 @@ private:
     std::shared_ptr<std::function<void()>> watch_tick_;  // the periodic check; dies with the engine
     model_card card_;
     std::vector<token_id> eos_ids_;
+    // Built on the first constrained request (the vocabulary walk is not free), then shared.
+    mutable std::once_flag grammar_once_;
+    mutable std::unique_ptr<model::grammar::compile_cache> grammar_cache_;
     std::int64_t max_running_ = 0, max_queued_ = 0, default_timeout_ms_ = 0;
     std::atomic<bool> accepting_{true};
     std::atomic<std::uint64_t> next_seq_{0};

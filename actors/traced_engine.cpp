@@ -112,6 +112,11 @@ io::trace_submit to_trace(const generation_request& r, std::int64_t t_ns) {
     s.top_logprobs = p.top_logprobs;
     s.stop = r.stop;
     s.stop_token_ids = r.stop_token_ids;
+    // The constraint as text: replay compiles it again, so it rebuilds the same masks.
+    s.grammar_kind = static_cast<std::int32_t>(r.constraint.kind);
+    s.grammar = r.constraint.grammar;
+    s.thinking = r.constraint.thinking;
+    s.max_reasoning_tokens = r.constraint.max_reasoning_tokens;
     return s;
 }
 
@@ -172,8 +177,12 @@ result<std::vector<token_id>> traced_engine::encode_prompt(std::string_view text
 }
 result<std::string> traced_engine::decode(const std::vector<token_id>& ids) const { return inner_.decode(ids); }
 result<std::string> traced_engine::apply_chat_template(const std::vector<chat_message>& messages,
-                                                       bool add_generation_prompt) const {
-    return inner_.apply_chat_template(messages, add_generation_prompt);
+                                                       const chat_options& options) const {
+    return inner_.apply_chat_template(messages, options);
+}
+result<std::shared_ptr<const model::grammar::compiled>> traced_engine::compile_grammar(model::grammar::grammar_kind kind,
+                                                                                      std::string_view text) const {
+    return inner_.compile_grammar(kind, text);
 }
 std::int64_t traced_engine::in_flight() const { return inner_.in_flight(); }
 

@@ -83,7 +83,9 @@ public:
     result<std::vector<token_id>> encode_prompt(std::string_view text, std::int64_t max_tokens) const override;
     result<std::string> decode(const std::vector<token_id>& ids) const override;
     result<std::string> apply_chat_template(const std::vector<chat_message>& messages,
-                                            bool add_generation_prompt) const override;
+                                            const chat_options& options) const override;
+    result<std::shared_ptr<const model::grammar::compiled>> compile_grammar(model::grammar::grammar_kind kind,
+                                                                           std::string_view text) const override;
     void drain() override;
     void resume() override;
     std::int64_t in_flight() const override;

@@ -51,6 +51,12 @@ json::object to_json(const trace_submit& s) {
                    {"stop", to_array(s.stop)},
                    {"stop_token_ids", to_array(s.stop_token_ids)}};
     if (s.seed) o["seed"] = *s.seed;
+    if (s.grammar_kind != 0 || !s.grammar.empty() || s.thinking) {
+        o["grammar_kind"] = s.grammar_kind;
+        o["grammar"] = s.grammar;
+        o["thinking"] = s.thinking;
+        o["max_reasoning_tokens"] = s.max_reasoning_tokens;
+    }
     return o;
 }
 json::object to_json(const trace_cancel& c) { return {{"k", "cancel"}, {"t", c.t_ns}, {"id", c.id}}; }
@@ -131,6 +137,12 @@ trace_record from_json(const json::object& o) {
         s.top_logprobs = get<std::int32_t>(o, "top_logprobs");
         s.stop = get<std::vector<std::string>>(o, "stop");
         s.stop_token_ids = get<std::vector<std::int32_t>>(o, "stop_token_ids");
+        if (o.contains("grammar")) {
+            s.grammar_kind = get<std::int32_t>(o, "grammar_kind");
+            s.grammar = get<std::string>(o, "grammar");
+            s.thinking = get<bool>(o, "thinking");
+            s.max_reasoning_tokens = get<std::int64_t>(o, "max_reasoning_tokens");
+        }
         return s;
     }
     if (kind == "fire")

@@ -51,6 +51,12 @@ struct trace_submit {
     std::int32_t top_logprobs = 0;
     std::vector<std::string> stop;
     std::vector<std::int32_t> stop_token_ids;
+    // Output constraint (actors::output_constraint): grammar kind and text, thinking,
+    // reasoning budget. Absent in older traces (no constraint).
+    std::int32_t grammar_kind = 0;
+    std::string grammar;
+    bool thinking = false;
+    std::int64_t max_reasoning_tokens = -1;
 };
 
 struct trace_cancel {

@@ -166,6 +166,7 @@ std::string completion_body(const stream_request& req) {
                       {"ignore_eos", true},
                       {"temperature", 0.0},
                       {"stream_options", json::object{{"include_usage", true}}}};
+    if (!req.response_format.empty()) body["response_format"] = json::parse(req.response_format);
     return json::serialize(body);
 }
 

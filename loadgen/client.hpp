@@ -106,6 +106,7 @@ struct stream_request {
     std::vector<std::int64_t> prompt;
     std::int64_t max_tokens = 1;
     std::chrono::milliseconds timeout{600000};
+    std::string response_format{};  // JSON object text sent as `response_format`; empty = none
 };
 
 // Sends one `stream: true` completion (ignore_eos, include_usage) and fills `rec`.

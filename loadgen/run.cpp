@@ -104,7 +104,7 @@ void one_request(const endpoint& ep, const std::string& label, const run_options
                  progress& prog) {
     rec.server = label;
     ++prog.in_flight;
-    stream_request req{opt.model, prompt, opt.output_tokens, opt.timeout};
+    stream_request req{opt.model, prompt, opt.output_tokens, opt.timeout, opt.response_format};
     stream_completion(ep, req, origin, rec);
     --prog.in_flight;
     if (!rec.ok) ++prog.failed;

@@ -33,6 +33,7 @@ struct run_options {
     std::int64_t context = 0;       // 0: from /v1/models
     std::uint64_t seed = 1;
     std::chrono::milliseconds timeout{600000};
+    std::string response_format;    // JSON object text for every request's `response_format`; empty = none
     slo objectives;
 };
 

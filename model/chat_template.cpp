@@ -1,7 +1,9 @@
 // Qwen3's chat template (the Jinja `chat_template` of its tokenizer_config.json),
-// written out as C++ for the messages calserve accepts (roles system, user,
-// assistant, tool; no tool schemas, no tool_calls, no reasoning_content field).
-// Each rule below mirrors one branch of the template, in the template's order.
+// written out as C++ for the messages calserve accepts: roles system, user,
+// assistant (with tool_calls and reasoning_content), tool; the `tools` system
+// block; enable_thinking. Each rule below mirrors one branch of the template, in
+// the template's order. The template itself gives `/think` and `/no_think` in a
+// message no meaning: they are rendered as text, and the model honours them.
 #include <string>
 #include <string_view>
 
@@ -51,9 +53,58 @@ void split_reasoning(std::string_view full, std::string_view& content, std::stri
     reasoning = lstrip_newlines(before);
 }
 
-void render_assistant(std::string& out, std::string_view full, bool after_last_query, bool is_last) {
-    std::string_view content, reasoning;
-    split_reasoning(full, content, reasoning);
+constexpr std::string_view tools_intro =
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+constexpr std::string_view tools_outro =
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+    "<args-json-object>}\n</tool_call><|im_end|>\n";
+
+// The opening system block: the tools list (with the first system message in
+// front of it), or the first system message alone.
+void render_system_head(std::string& out, std::span<const chat_message> messages, const chat_options& options) {
+    const bool first_system = messages.front().role == "system";
+    if (options.tools_json.empty()) {
+        if (!first_system) return;
+        out += im_start;
+        out += "system\n";
+        out += messages.front().content;
+        out += im_end;
+        return;
+    }
+    out += im_start;
+    out += "system\n";
+    if (first_system) {
+        out += messages.front().content;
+        out += "\n\n";
+    }
+    out += tools_intro;
+    for (const std::string& tool : options.tools_json) {
+        out += '\n';
+        out += tool;
+    }
+    out += tools_outro;
+}
+
+void render_tool_calls(std::string& out, const chat_message& m, std::string_view content) {
+    for (std::size_t k = 0; k < m.tool_calls.size(); ++k) {
+        if (k > 0 || !content.empty()) out += '\n';
+        out += "<tool_call>\n{\"name\": \"";
+        out += m.tool_calls[k].name;
+        out += "\", \"arguments\": ";
+        out += m.tool_calls[k].arguments;
+        out += "}\n</tool_call>";
+    }
+}
+
+void render_assistant(std::string& out, const chat_message& m, bool after_last_query, bool is_last) {
+    std::string_view content = m.content, reasoning;
+    if (m.reasoning_content) {
+        reasoning = *m.reasoning_content;
+    } else {
+        split_reasoning(m.content, content, reasoning);
+    }
     out += im_start;
     out += "assistant\n";
     if (after_last_query && (is_last || !reasoning.empty())) {
@@ -64,6 +115,7 @@ void render_assistant(std::string& out, std::string_view full, bool after_last_q
     } else {
         out += content;
     }
+    render_tool_calls(out, m, content);
     out += im_end;
 }
 
@@ -82,6 +134,14 @@ void render_tool(std::string& out, std::span<const chat_message> messages, std::
 
 result<std::string> tokenizer::apply_chat_template(std::span<const chat_message> messages, bool add_generation_prompt,
                                                    bool enable_thinking) const {
+    chat_options options;
+    options.add_generation_prompt = add_generation_prompt;
+    options.enable_thinking = enable_thinking;
+    return apply_chat_template(messages, options);
+}
+
+result<std::string> tokenizer::apply_chat_template(std::span<const chat_message> messages,
+                                                   const chat_options& options) const {
     if (!data_->chatml_template) {
         return make_error(status::unsupported, "the tokenizer's chat_template is not ChatML (Qwen3 template expected)");
     }
@@ -92,26 +152,26 @@ result<std::string> tokenizer::apply_chat_template(std::span<const chat_message>
         }
     }
     std::string out;
+    render_system_head(out, messages, options);
     const std::size_t last_query = last_query_index(messages);
     for (std::size_t i = 0; i < messages.size(); ++i) {
         const chat_message& m = messages[i];
-        if (m.role == "user" || m.role == "system") {
-            // A leading system message and later ones render the same way.
+        if (m.role == "user" || (m.role == "system" && i > 0)) {
             out += im_start;
             out += m.role;
             out += '\n';
             out += m.content;
             out += im_end;
         } else if (m.role == "assistant") {
-            render_assistant(out, m.content, i > last_query, i + 1 == messages.size());
-        } else {
+            render_assistant(out, m, i > last_query, i + 1 == messages.size());
+        } else if (m.role == "tool") {
             render_tool(out, messages, i);
         }
     }
-    if (add_generation_prompt) {
+    if (options.add_generation_prompt) {
         out += im_start;
         out += "assistant\n";
-        if (!enable_thinking) out += "<think>\n\n</think>\n\n";
+        if (!options.enable_thinking) out += "<think>\n\n</think>\n\n";
     }
     return out;
 }

@@ -2,6 +2,7 @@
 #include "model/sampling.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -24,6 +25,34 @@ bool tokens_in_range(std::span<const std::int32_t> tokens, std::size_t vocab) {
 }
 
 bool wants_logprobs(const sampling_params& p) { return p.logprobs || p.top_logprobs > 0; }
+
+void_result check_mask(std::span<const std::uint32_t> allowed, std::size_t vocab) {
+    if (!allowed.empty() && allowed.size() != (vocab + 31) / 32) return bad("token mask size does not match the vocabulary");
+    return {};
+}
+
+float f32_value(float v) { return v; }
+float bf16_value(bf16 v) { return bf16_to_f32(v); }
+
+// Greedy within a token mask: lowest allowed id of the maximum, NaN never chosen; -1
+// when no allowed token is above -inf. Visits only the set bits; allocates nothing.
+template <class T, class Value>
+std::int32_t masked_argmax(std::span<const T> logits, std::span<const std::uint32_t> allowed, Value value) {
+    std::int32_t best = -1;
+    float best_value = neg_inf;
+    for (std::size_t w = 0; w < allowed.size(); ++w) {
+        for (std::uint32_t bits = allowed[w]; bits != 0; bits &= bits - 1) {
+            const std::size_t i = w * 32 + static_cast<std::size_t>(std::countr_zero(bits));
+            if (i >= logits.size()) break;
+            const float v = value(logits[i]);
+            if (v > best_value) {
+                best_value = v;
+                best = static_cast<std::int32_t>(i);
+            }
+        }
+    }
+    return best;
+}
 
 // Mass the top-p prefix must reach; positive whenever top_p < 1 (the slack only applies
 // when it leaves most of p, so a tiny top_p still means "the best token").
@@ -63,37 +92,59 @@ bool sampler::needs_edits(const sampling_params& p) {
 }
 
 result<sample_result> sampler::sample(std::span<const float> logits, const sampling_params& params,
-                                      token_history history, request_rng& rng) {
+                                      token_history history, request_rng& rng, std::span<const std::uint32_t> allowed) {
     if (auto ok = validate(params, logits.size(), history); !ok) return ok.error();
+    if (auto ok = check_mask(allowed, logits.size()); !ok) return ok.error();
     if (params.greedy() && !needs_edits(params) && !wants_logprobs(params)) {
         sample_result out;
-        out.token = argmax_f32(logits, level_);
+        out.token = allowed.empty() ? argmax_f32(logits, level_) : masked_argmax(logits, allowed, f32_value);
+        if (out.token < 0) return bad("every token is masked to -inf");
         out.support = 1;
         return out;
     }
     logits_.assign(logits.begin(), logits.end());
+    apply_mask(allowed);
     apply_edits(params, history);
     return sample_prepared(params, rng);
 }
 
 result<sample_result> sampler::sample(std::span<const bf16> logits, const sampling_params& params,
-                                      token_history history, request_rng& rng) {
+                                      token_history history, request_rng& rng, std::span<const std::uint32_t> allowed) {
     if (auto ok = validate(params, logits.size(), history); !ok) return ok.error();
+    if (auto ok = check_mask(allowed, logits.size()); !ok) return ok.error();
     if (params.greedy() && !needs_edits(params) && !wants_logprobs(params)) {
         sample_result out;  // the fused path: one pass over the BF16 bytes, nothing allocated
-        out.token = argmax_bf16(logits, level_);
+        out.token = allowed.empty() ? argmax_bf16(logits, level_) : masked_argmax(logits, allowed, bf16_value);
+        if (out.token < 0) return bad("every token is masked to -inf");
         out.support = 1;
         return out;
     }
     logits_.resize(logits.size());
     bf16_to_f32(logits, logits_, level_);
+    apply_mask(allowed);
     apply_edits(params, history);
     return sample_prepared(params, rng);
 }
 
+void sampler::apply_mask(std::span<const std::uint32_t> allowed) {
+    if (allowed.empty()) return;
+    const std::size_t n = logits_.size();
+    for (std::size_t w = 0; w < allowed.size(); ++w) {
+        const std::uint32_t bits = allowed[w];
+        if (bits == ~0u) continue;
+        const std::size_t end = std::min(n, w * 32 + 32);
+        for (std::size_t i = w * 32; i < end; ++i) {
+            if ((bits >> (i - w * 32) & 1u) == 0) logits_[i] = neg_inf;
+        }
+    }
+}
+
 void sampler::apply_edits(const sampling_params& p, token_history history) {
     const std::size_t n = logits_.size();
-    for (const auto& [token, bias] : p.logit_bias) logits_[static_cast<std::size_t>(token)] += bias;
+    for (const auto& [token, bias] : p.logit_bias) {
+        float& l = logits_[static_cast<std::size_t>(token)];
+        if (l != neg_inf) l += bias;  // a masked token stays masked, whatever its bias
+    }
     if (p.repetition_penalty != 1.0f) {
         // HF semantics: each distinct token of prompt + generated is penalised once.
         if (seen_.size() != n) seen_.assign(n, 0);

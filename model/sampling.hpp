@@ -16,6 +16,8 @@
 //! greedy), over the whole vocabulary and before the top-k/top-p/min-p truncation;
 //! top_logprobs are the N most likely tokens of that same distribution.
 //!
+//! Token mask (constrained decoding, model/grammar.hpp): disallowed tokens become -inf
+//! before the pipeline; greedy with a mask stays one allocation-free pass.
 //! Fault model: invalid parameters or token ids give `invalid_argument`; NaN or +inf
 //! logits give `logits_nan`; all tokens masked to -inf gives `invalid_argument`.
 //! Invariants: a non-greedy step consumes exactly one `next_u64()` of the request's RNG
@@ -77,10 +79,13 @@ class sampler {
 public:
     explicit sampler(simd_level level = detected_simd_level()) : level_(level) {}
 
+    /// `allowed`: empty, or a token mask (bit i % 32 of word i / 32 set iff token i may be
+    /// drawn; size (vocab + 31) / 32), applied before everything else: a disallowed token
+    /// is -inf, and bias, penalties, temperature, top-k/p and min-p act within the mask.
     result<sample_result> sample(std::span<const float> logits, const sampling_params& params, token_history history,
-                                 request_rng& rng);
+                                 request_rng& rng, std::span<const std::uint32_t> allowed = {});
     result<sample_result> sample(std::span<const bf16> logits, const sampling_params& params, token_history history,
-                                 request_rng& rng);
+                                 request_rng& rng, std::span<const std::uint32_t> allowed = {});
 
     /// Bytes reserved by the scratch buffers: constant once warmed up (a step that
     /// allocated would have grown one of them).
@@ -88,6 +93,7 @@ public:
 
 private:
     static bool needs_edits(const sampling_params& params);
+    void apply_mask(std::span<const std::uint32_t> allowed);
     void apply_edits(const sampling_params& params, token_history history);
     result<sample_result> sample_prepared(const sampling_params& params, request_rng& rng);
     void sample_sparse(const sampling_params& params, float max, float inv_t, double u, sample_result& out);

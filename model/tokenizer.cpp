@@ -222,4 +222,10 @@ bool tokenizer::is_special(token_id id) const {
     return data_->has_id(id) && data_->special[static_cast<std::size_t>(id)] != 0;
 }
 
+std::vector<token_id> tokenizer::added_token_ids() const {
+    std::vector<token_id> ids;
+    for (const auto& t : data_->added) ids.push_back(t.id);
+    return ids;
+}
+
 }  // namespace calserve::model

@@ -73,12 +73,17 @@ public:
     std::vector<std::uint8_t> token_bytes(token_id id) const;
     std::string_view token_bytes_view(token_id id) const;
     bool is_special(token_id id) const;
+    /// Ids of the added tokens (tokenizer.json `added_tokens`, special or not).
+    std::vector<token_id> added_token_ids() const;
 
     // Qwen3 ChatML, as the chat_template of tokenizer_config.json renders it
-    // (no tools). enable_thinking=false appends the empty think block after the
-    // generation prompt. Empty message list or unknown role -> invalid_argument.
+    // (tools, tool calls, tool responses, reasoning). enable_thinking=false appends
+    // the empty think block after the generation prompt. Empty message list or
+    // unknown role -> invalid_argument.
     result<std::string> apply_chat_template(std::span<const chat_message> messages, bool add_generation_prompt,
                                             bool enable_thinking = false) const;
+    result<std::string> apply_chat_template(std::span<const chat_message> messages,
+                                            const chat_options& options) const;
 
     ~tokenizer();
     tokenizer(const tokenizer&) = delete;

@@ -2,6 +2,9 @@
 // `generate`. Every check names its field. See api_params.hpp.
 #include "net/api_params.hpp"
 
+#include "net/api_output.hpp"
+#include "net/output_constraint.hpp"
+
 #include <boost/json.hpp>
 #include <charconv>
 #include <cmath>
@@ -158,10 +161,15 @@ maybe_error read_messages(const json::object& o, api_request& r) {
         if (rs != "system" && rs != "user" && rs != "assistant" && rs != "tool" && rs != "developer") {
             return field_error(at + ".role", "must be system, user, assistant, tool or developer");
         }
-        actors::chat_message cm{std::string(rs == "developer" ? "system" : rs), {}};
+        actors::chat_message cm;
+        cm.role = std::string(rs == "developer" ? "system" : rs);
+        if (auto e = read_message_extras(m.get_object(), at, cm)) return e;
         const auto* content = field(m.get_object(), "content");
-        if (!content) return field_error(at + ".content", "is required");
-        if (auto e = read_content(*content, at + ".content", cm.content)) return e;
+        // An assistant turn that only calls tools may have null content.
+        if (!content && !(rs == "assistant" && !cm.tool_calls.empty())) return field_error(at + ".content", "is required");
+        if (content) {
+            if (auto e = read_content(*content, at + ".content", cm.content)) return e;
+        }
         msgs.push_back(std::move(cm));
     }
     r.prompt = std::move(msgs);
@@ -294,6 +302,7 @@ std::variant<api_request, api_error> parse_request(api_kind kind, const json::ob
     if (!e) e = read_sampling(body, limits, r);
     if (!e) e = read_stop(body, r);
     if (!e) e = read_stop_ids(body, limits, r);
+    if (!e) e = read_output_spec(body, r);
     if (e) return *e;
     return r;
 }
@@ -323,7 +332,7 @@ std::optional<api_error> prepare_prompt(api_request& r, const actors::engine& en
     } else {
         std::string text;
         if (auto* msgs = std::get_if<std::vector<actors::chat_message>>(&r.prompt)) {
-            auto t = engine.apply_chat_template(*msgs, true);
+            auto t = engine.apply_chat_template(*msgs, r.chat);
             if (!t) return api_error{t.error().code, "messages", "messages: " + t.error().what()};
             text = std::move(*t);
         } else {
@@ -358,7 +367,7 @@ std::optional<api_error> prepare_prompt(api_request& r, const actors::engine& en
     } else {
         r.gen.max_tokens = ctx > 0 ? std::min(default_max_tokens, ctx - n) : default_max_tokens;
     }
-    return std::nullopt;
+    return prepare_constraint(r, engine);
 }
 
 }  // namespace calserve::net

@@ -24,6 +24,38 @@ namespace calserve::net {
 
 enum class api_kind : std::uint8_t { completion, chat };
 
+// `response_format.type`.
+enum class format_kind : std::uint8_t { text, json_object, json_schema };
+// `tool_choice`: "none", "auto" (default with tools), "required", or one named function.
+enum class tool_choice_kind : std::uint8_t { none, automatic, required, named };
+
+struct api_tool {
+    std::string name;
+    std::string parameters_json;  // the parameters schema (JSON text); empty = none given
+};
+
+// What constrains the output (docs/api.md, "Structured outputs and tools").
+struct api_output_spec {
+    format_kind format = format_kind::text;
+    std::string schema_json;                      // json_schema: the schema (JSON text)
+    std::string schema_name;
+    bool strict = false;
+    std::vector<api_tool> tools;
+    tool_choice_kind tool_choice = tool_choice_kind::automatic;
+    std::string tool_name;                        // named choice
+    bool enable_thinking = false;                 // chat_template_kwargs.enable_thinking
+    std::optional<std::int64_t> max_reasoning_tokens;
+    // Parse the output into reasoning / content / tool calls (chat with thinking
+    // or tools); else the text is passed through as before.
+    bool parses_output(api_kind kind) const {
+        return kind == api_kind::chat && (enable_thinking || (!tools.empty() && tool_choice != tool_choice_kind::none));
+    }
+    bool constrained() const {
+        return format != format_kind::text || tool_choice == tool_choice_kind::required ||
+               tool_choice == tool_choice_kind::named;
+    }
+};
+
 struct api_request {
     api_kind kind = api_kind::completion;
     std::string model;                                // empty = the served model
@@ -33,6 +65,8 @@ struct api_request {
     bool include_usage = false;                       // stream_options.include_usage
     actors::generation_request gen;                   // sampling, stop, ignore_eos, timeout (prompt/id later)
     std::shared_ptr<actors::engine> target;           // the generation serving `model` (set at admission)
+    api_output_spec output;                           // response_format, tools, thinking
+    model::chat_options chat;                         // chat: tools (as tojson), thinking, generation prompt
 };
 
 struct parse_limits {
@@ -51,7 +85,8 @@ struct prompt_work {
     bool refused_by_bytes = false;    // longer than card().max_prompt_bytes: never tokenized
 };
 
-// Tokenizes the prompt into `request.gen.prompt` and settles max_tokens against the
+// Tokenizes the prompt into `request.gen.prompt`, compiles the output constraint
+// (net/output_constraint.hpp) and settles max_tokens against the
 // model's usable context (`default_max_tokens` when the request gives none). A
 // text longer than the model card's max_prompt_bytes is refused (context_overflow)
 // without tokenizing; otherwise tokenizing stops once the prompt is known not to fit.

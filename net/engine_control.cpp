@@ -172,7 +172,8 @@ result<std::string> engine_control::model_list() {
         gens.push_back(json::object{{"alias", g.alias},         {"generation", g.generation}, {"dir", g.dir},
                                     {"state", g.state},         {"reason", g.reason},         {"chips", std::move(chips)},
                                     {"resident", g.resident},   {"current", g.current},       {"in_flight", g.in_flight},
-                                    {"switch_ms", g.switch_ms}});
+                                    {"switch_ms", g.switch_ms}, {"drain_ms", g.drain_ms},
+                                    {"tail_requests", g.tail_requests}});
     }
     json::object o{{"generations", std::move(gens)}};
     if (!router_->state_note().empty()) o["state_note"] = router_->state_note();

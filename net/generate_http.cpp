@@ -384,6 +384,10 @@ asio::awaitable<bool> handle_generate(http_exchange& ex, api_kind kind) {
             auto s = engine->decode({t});
             return s ? std::move(*s) : std::string();
         });
+    if (g.req.output.parses_output(kind)) {
+        const auto& o = g.req.output;
+        g.builder->parse_output(o.enable_thinking, !o.tools.empty() && o.tool_choice != tool_choice_kind::none);
+    }
     auto submitted = g.req.target->submit(g.req.gen, std::make_shared<channel_sink>(g.channel, 0));
     if (!submitted) {
         srv.metrics.requests(actors::metrics::outcome::rejected).inc();

@@ -71,6 +71,77 @@ response_builder::response_builder(api_kind kind, std::string id, std::string mo
 
 response_builder::~response_builder() = default;
 
+struct response_builder::parsed_message {
+    std::string reasoning;
+    std::string content;
+    json::array tool_calls;
+};
+
+void response_builder::parse_output(bool reasoning, bool tools) {
+    if (kind_ != api_kind::chat || (!reasoning && !tools)) return;
+    // Call ids: "call_" + the request id's random part + the call's index.
+    std::string tail = id_.substr(id_.find('-') + 1);
+    parser_ = std::make_unique<model::chat_output_parser>(model::chat_output_options{reasoning, tools, "call_" + tail + "_"});
+    parsed_ = std::make_unique<parsed_message>();
+}
+
+std::string response_builder::finish_name(actors::finish_reason r) const {
+    if (r == actors::finish_reason::stop && parser_ && parser_->tool_calls() > 0) return "tool_calls";
+    return std::string(finish_reason_name(r));
+}
+
+namespace {
+json::array tool_call_deltas(const model::chat_delta& d) {
+    json::array calls;
+    for (const auto& t : d.tool_calls) {
+        json::object fn{{"arguments", t.arguments}};
+        json::object c{{"index", t.index}};
+        if (t.opens) {
+            c["id"] = t.id;
+            c["type"] = "function";
+            fn = json::object{{"name", t.name}, {"arguments", t.arguments}};
+        }
+        c["function"] = std::move(fn);
+        calls.push_back(std::move(c));
+    }
+    return calls;
+}
+}  // namespace
+
+void response_builder::absorb(const model::chat_delta& d) {
+    parsed_->reasoning += d.reasoning;
+    parsed_->content += d.content;
+    for (const auto& t : d.tool_calls) {
+        if (t.opens) {
+            parsed_->tool_calls.push_back(json::object{
+                {"id", t.id}, {"type", "function"}, {"function", json::object{{"name", t.name}, {"arguments", ""}}}});
+        }
+        auto& fn = parsed_->tool_calls.at(t.index).as_object()["function"].as_object();
+        fn["arguments"] = std::string(fn["arguments"].as_string()) + t.arguments;
+    }
+}
+
+std::string response_builder::parsed_chunk(const model::chat_delta& d, const std::string* logprobs_json,
+                                           std::string_view finish) {
+    json::object delta;
+    if (!role_sent_) {
+        delta["role"] = "assistant";
+        role_sent_ = true;
+    }
+    if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+    if (!d.content.empty()) delta["content"] = d.content;
+    if (!d.tool_calls.empty()) delta["tool_calls"] = tool_call_deltas(d);
+    json::object choice{{"index", 0}, {"delta", std::move(delta)}};
+    if (logprobs_json) choice["logprobs"] = json::parse(*logprobs_json);
+    else choice["logprobs"] = nullptr;
+    if (finish.empty()) choice["finish_reason"] = nullptr;
+    else choice["finish_reason"] = finish;
+    json::object out{{"id", id_}, {"object", "chat.completion.chunk"}, {"created", created_}, {"model", model_}};
+    out["choices"] = json::array{std::move(choice)};
+    if (include_usage_) out["usage"] = nullptr;
+    return json::serialize(out);
+}
+
 // Returns the chunk's logprobs JSON for one token and appends the token to the aggregate.
 std::string response_builder::logprobs_for(const actors::generated_token& t) {
     auto text_of = [&](actors::token_id id) { return token_text_ ? token_text_(id) : std::string(); };
@@ -126,6 +197,16 @@ std::string response_builder::chunk(std::string_view text, const std::string* lo
 }
 
 std::string response_builder::token_chunk(const actors::generated_token& t) {
+    if (parser_) {
+        auto d = parser_->push(t.text);
+        text_offset_ += static_cast<std::int64_t>(t.text.size());
+        if (logprobs_) {
+            std::string lp = logprobs_for(t);
+            return parsed_chunk(d, &lp, {});
+        }
+        if (d.empty() && role_sent_) return {};
+        return parsed_chunk(d, nullptr, {});
+    }
     if (logprobs_) {
         std::string lp = logprobs_for(t);
         std::string out = chunk(t.text, &lp, {});
@@ -138,6 +219,14 @@ std::string response_builder::token_chunk(const actors::generated_token& t) {
 }
 
 std::string response_builder::finish_chunk(const actors::generation_result& r) {
+    if (parser_) {
+        auto d = parser_->push(r.tail_text);
+        auto rest = parser_->finish();
+        d.reasoning += rest.reasoning;
+        d.content += rest.content;
+        for (auto& t : rest.tool_calls) d.tool_calls.push_back(std::move(t));
+        return parsed_chunk(d, nullptr, finish_name(r.reason));
+    }
     return chunk(r.tail_text, nullptr, finish_reason_name(r.reason));
 }
 
@@ -153,6 +242,7 @@ std::string response_builder::usage_chunk(const actors::usage& u) const {
 
 void response_builder::add_token(const actors::generated_token& t) {
     if (logprobs_) (void)logprobs_for(t);
+    if (parser_) absorb(parser_->push(t.text));
     text_ += t.text;
     text_offset_ += static_cast<std::int64_t>(t.text.size());
 }
@@ -171,13 +261,23 @@ std::string response_builder::final_response(const actors::generation_result& r)
         }
     }
     json::object choice{{"index", 0}};
-    if (kind_ == api_kind::chat) {
+    if (parser_) {
+        absorb(parser_->push(r.tail_text));
+        absorb(parser_->finish());
+        json::object message{{"role", "assistant"}};
+        const bool calls = !parsed_->tool_calls.empty();
+        if (calls && parsed_->content.empty()) message["content"] = nullptr;
+        else message["content"] = parsed_->content;
+        if (!parsed_->reasoning.empty()) message["reasoning_content"] = parsed_->reasoning;
+        if (calls) message["tool_calls"] = std::move(parsed_->tool_calls);
+        choice["message"] = std::move(message);
+    } else if (kind_ == api_kind::chat) {
         choice["message"] = json::object{{"role", "assistant"}, {"content", text_}};
     } else {
         choice["text"] = text_;
     }
     choice["logprobs"] = std::move(lp);
-    choice["finish_reason"] = finish_reason_name(r.reason);
+    choice["finish_reason"] = finish_name(r.reason);
     json::object out{{"id", id_},
                      {"object", kind_ == api_kind::chat ? "chat.completion" : "text_completion"},
                      {"created", created_},

@@ -6,6 +6,12 @@
 //! A `response_builder` is fed the engine's tokens in order; it produces chunk
 //! text for streaming and keeps the aggregate for a non-streaming answer, so
 //! both paths share one formatter. It is used on one strand only.
+//!
+//! Chat with thinking or tools (`parse_output`): the text goes through the
+//! streaming answer parser (model/chat_output.hpp) into `reasoning_content`,
+//! `content` and `tool_calls` (deltas as OpenAI streams them: the call's index, id,
+//! type and name with empty arguments, then argument fragments). A stop with tool
+//! calls says finish_reason "tool_calls"; a max_tokens stop still says "length".
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -13,6 +19,7 @@
 #include <string_view>
 
 #include "actors/engine.hpp"
+#include "model/chat_output.hpp"
 #include "net/api_params.hpp"
 
 namespace calserve::net {
@@ -31,6 +38,8 @@ public:
     response_builder(api_kind kind, std::string id, std::string model, bool include_usage,
                      const model::sampling_params& sampling, token_text_fn token_text);
     ~response_builder();
+    // Chat only: parse the answer into reasoning / content / tool calls.
+    void parse_output(bool reasoning, bool tools);
 
     const std::string& id() const { return id_; }
     // Streaming: the chunk JSON for one token (empty when the token released no text and
@@ -43,8 +52,14 @@ public:
     void add_token(const actors::generated_token& t);
     std::string final_response(const actors::generation_result& r);
 
+    // The OpenAI finish_reason of this response ("tool_calls" after a stop with calls).
+    std::string finish_name(actors::finish_reason r) const;
+
 private:
     struct logprob_state;
+    struct parsed_message;
+    std::string parsed_chunk(const model::chat_delta& d, const std::string* logprobs_json, std::string_view finish);
+    void absorb(const model::chat_delta& d);
     std::string chunk(std::string_view text, const std::string* logprobs_json, std::string_view finish);
     std::string logprobs_for(const actors::generated_token& t);
 
@@ -59,6 +74,8 @@ private:
     std::int64_t text_offset_ = 0;           // completion logprobs text_offset
     token_text_fn token_text_;
     std::unique_ptr<logprob_state> lp_;      // aggregate logprobs (non-streaming)
+    std::unique_ptr<model::chat_output_parser> parser_;  // null: text passes through
+    std::unique_ptr<parsed_message> parsed_;            // aggregate of the parser's deltas
 };
 
 }  // namespace calserve::net

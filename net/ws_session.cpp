@@ -2,6 +2,8 @@
 // Protocol (docs/api.md):
 //   client -> {"type":"generate","id":"c1", ...completion params...} | {"type":"cancel","id":"c1"}
 //   server -> {"type":"started","id","request_id"} {"type":"delta","id","text","token"[,"logprob"]}
+//             (chat with thinking or tools: also {"type":"reasoning","id","text"} and
+//             {"type":"tool_call","id","index"[,"call_id","name"],"arguments"})
 //             {"type":"done","id","finish_reason","usage"} {"type":"error","id","status","error":{...}}
 // Each accepted generate ends with exactly one `done` or `error`.
 //
@@ -51,6 +53,9 @@ struct ws_stream_state {
     bool logprobs = false;
     timing_record rec;
     bool ended = false;       // done or error already sent
+    // Chat with thinking or tools: the answer is split into reasoning, delta and
+    // tool_call events (docs/api.md, WebSocket).
+    std::unique_ptr<model::chat_output_parser> parser;
 };
 
 struct ws_session {
@@ -156,6 +161,11 @@ void ws_session::start_stream(pending_generate g, admission admitted, double tok
     st.request_id = new_request_id(kind);
     st.clock.received = received;
     st.logprobs = req.gen.sampling.logprobs;
+    if (req.output.parses_output(kind)) {
+        const bool tools = !req.output.tools.empty() && req.output.tool_choice != tool_choice_kind::none;
+        st.parser = std::make_unique<model::chat_output_parser>(model::chat_output_options{
+            req.output.enable_thinking, tools, "call_" + st.request_id.substr(st.request_id.find('-') + 1) + "_"});
+    }
     st.rec.id = st.request_id;
     st.rec.route = "ws";
     st.rec.stream = true;
@@ -200,7 +210,10 @@ void ws_session::end_stream(std::uint64_t key, const actors::generation_result* 
         json::object usage{{"prompt_tokens", r->tokens.prompt_tokens},
                            {"completion_tokens", r->tokens.completion_tokens},
                            {"total_tokens", r->tokens.prompt_tokens + r->tokens.completion_tokens}};
-        json::object o{{"type", "done"}, {"id", st.client_id}, {"finish_reason", finish_reason_name(r->reason)}};
+        const bool calls = st.parser && st.parser->tool_calls() > 0 && r->reason == actors::finish_reason::stop;
+        json::object o{{"type", "done"},
+                       {"id", st.client_id},
+                       {"finish_reason", calls ? std::string_view("tool_calls") : finish_reason_name(r->reason)}};
         o["usage"] = std::move(usage);
         reply(json::serialize(o));
     }
@@ -220,6 +233,31 @@ void ws_session::end_stream(std::uint64_t key, const actors::generation_result* 
     streams.erase(it);
 }
 
+namespace {
+// The events of one parsed piece of answer: reasoning, delta (content), tool_call.
+void parsed_events(const ws_stream_state& st, const model::chat_delta& d, const actors::generated_token* t,
+                   std::vector<std::string>& out) {
+    if (!d.reasoning.empty()) {
+        out.push_back(json::serialize(json::object{{"type", "reasoning"}, {"id", st.client_id}, {"text", d.reasoning}}));
+    }
+    if (!d.content.empty()) {
+        json::object o{{"type", "delta"}, {"id", st.client_id}, {"text", d.content}};
+        if (t) o["token"] = t->token;
+        if (t && st.logprobs) o["logprob"] = t->logprob;
+        out.push_back(json::serialize(o));
+    }
+    for (const auto& c : d.tool_calls) {
+        json::object o{{"type", "tool_call"}, {"id", st.client_id}, {"index", c.index}};
+        if (c.opens) {
+            o["call_id"] = c.id;
+            o["name"] = c.name;
+        }
+        o["arguments"] = c.arguments;
+        out.push_back(json::serialize(o));
+    }
+}
+}  // namespace
+
 // Renders one event to its wire message (empty = nothing to send); a finish may add
 // its held-back tail as an extra delta before the `done` it queues through end_stream.
 std::string ws_session::render(const stream_event& ev, std::vector<std::string>& extra) {
@@ -229,12 +267,19 @@ std::string ws_session::render(const stream_event& ev, std::vector<std::string>&
     auto& st = it->second;
     if (auto* t = std::get_if<actors::generated_token>(&ev.body)) {
         st.clock.on_token(srv->metrics, ev.at);
+        if (st.parser) {
+            parsed_events(st, st.parser->push(t->text), t, extra);
+            return {};
+        }
         json::object o{{"type", "delta"}, {"id", st.client_id}, {"text", t->text}, {"token", t->token}};
         if (st.logprobs) o["logprob"] = t->logprob;
         return json::serialize(o);
     }
     const auto& r = std::get<actors::generation_result>(ev.body);
-    if (!r.tail_text.empty()) {
+    if (st.parser) {
+        parsed_events(st, st.parser->push(r.tail_text), nullptr, extra);
+        parsed_events(st, st.parser->finish(), nullptr, extra);
+    } else if (!r.tail_text.empty()) {
         extra.push_back(json::serialize(json::object{{"type", "delta"}, {"id", st.client_id}, {"text", r.tail_text}}));
     }
     using actors::finish_reason;

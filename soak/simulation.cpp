@@ -228,13 +228,18 @@ void simulation::submit(const io::trace_submit& s, const std::optional<consumer_
     r.sampling.top_logprobs = s.top_logprobs;
     r.stop = s.stop;
     r.stop_token_ids = s.stop_token_ids;
+    r.constraint.kind = static_cast<model::grammar::grammar_kind>(s.grammar_kind);
+    r.constraint.grammar = s.grammar;
+    r.constraint.thinking = s.thinking;
+    r.constraint.max_reasoning_tokens = s.max_reasoning_tokens;
     auto st = std::make_shared<stream>();
     st->id = s.id;
     st->prompt = s.prompt;
     st->max_tokens = s.max_tokens;
     // Comparable with the reference's plain greedy continuation only without anything that reshapes logits or ends early.
     st->greedy = s.temperature == 0 && s.logit_bias.empty() && s.presence_penalty == 0 && s.frequency_penalty == 0 &&
-                 s.repetition_penalty == 1 && s.stop.empty() && s.stop_token_ids.empty();
+                 s.repetition_penalty == 1 && s.stop.empty() && s.stop_token_ids.empty() && s.grammar.empty() &&
+                 s.grammar_kind == 0 && !s.thinking;
     st->ignore_eos = s.ignore_eos;
     st->consumer = consumer;
     if (consumer) ++report_.slow_consumers;

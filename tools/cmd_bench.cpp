@@ -429,6 +429,14 @@ const bool registered = register_command("bench", "load-test an OpenAI-compatibl
     app.add_option("--prompt-tokens", cli->prompt_tokens, "prompt length (1/16/256/1K/2K/4K/8K/16K/32K/40K), capped by the context");
     app.add_option("--output-tokens", cli->opt.output_tokens, "tokens generated per request (ignore_eos)")
         ->check(CLI::Range(1, 1 << 20));
+    app.add_option("--response-format", cli->opt.response_format,
+                   "JSON object sent as every request's response_format, e.g. '{\"type\":\"json_object\"}' (the "
+                   "answer may end before --output-tokens when its grammar completes)")
+        ->check([](const std::string& v) {
+            boost::system::error_code ec;
+            auto j = boost::json::parse(v, ec);
+            return !ec && j.is_object() ? std::string() : std::string("--response-format: expected a JSON object");
+        });
     app.add_option("--context", cli->opt.context, "usable context (default: max_model_len from /v1/models)");
     app.add_option("--corpus", cli->corpus_file, "text file to cut prompts from (default: built-in prose)");
     app.add_option("--slo-ttft-ms", cli->slo_ttft_ms, "goodput SLO on time to first token");

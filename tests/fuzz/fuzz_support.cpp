@@ -43,8 +43,8 @@ result<std::string> tokenizer_engine::decode(const std::vector<actors::token_id>
 }
 
 result<std::string> tokenizer_engine::apply_chat_template(const std::vector<actors::chat_message>& messages,
-                                                          bool add_generation_prompt) const {
-    return tok_->apply_chat_template(messages, add_generation_prompt);
+                                                          const actors::chat_options& options) const {
+    return tok_->apply_chat_template(messages, options);
 }
 
 fuzz_server::fuzz_server() : engine(qwen3_tokenizer()), metrics(registry) {

@@ -33,7 +33,7 @@ public:
     result<std::vector<actors::token_id>> encode_prompt(std::string_view text, std::int64_t max_tokens) const override;
     result<std::string> decode(const std::vector<actors::token_id>& ids) const override;
     result<std::string> apply_chat_template(const std::vector<actors::chat_message>& messages,
-                                            bool add_generation_prompt) const override;
+                                            const actors::chat_options& options) const override;
     void drain() override {}
     void resume() override {}
     std::int64_t in_flight() const override { return 0; }

@@ -51,6 +51,7 @@ public:
     std::optional<error_info> final_failure;
     std::chrono::microseconds token_delay{0};
     std::size_t text_bytes = 1;
+    std::vector<std::string> script;     // when set: token i's text is script[i % size]
     std::atomic<bool> ready{true};
     std::atomic<bool> gate_open{true};   // tokens wait while false
 
@@ -83,7 +84,9 @@ public:
         for (auto id : ids) s += static_cast<char>(id);
         return s;
     }
-    result<std::string> apply_chat_template(const std::vector<actors::chat_message>& msgs, bool gen) const override {
+    result<std::string> apply_chat_template(const std::vector<actors::chat_message>& msgs,
+                                            const actors::chat_options& options) const override {
+        const bool gen = options.add_generation_prompt;
         std::string s;
         for (const auto& m : msgs) s += m.role + ": " + m.content + "\n";
         if (gen) s += "assistant: ";
@@ -129,6 +132,7 @@ private:
             actors::generated_token t;
             t.token = 'a' + static_cast<int>(i % 26);
             t.text.assign(text_bytes, static_cast<char>(t.token));
+            if (!script.empty()) t.text = script[std::size_t(i) % script.size()];
             t.logprob = -0.5f;
             if (r.sampling.top_logprobs > 0) t.top = {{t.token, -0.5f}, {'z', -2.0f}};
             sink.on_token(t);

@@ -86,6 +86,45 @@ TEST_CASE("WebSocket multiplexes several generations on one socket") {
     CHECK(read_until_ended(*ws, {"c1"})["c1"].text == "ab");
 }
 
+TEST_CASE("WebSocket chat with thinking and tools: reasoning, delta and tool_call events") {
+    server_fixture f;
+    f.engine.script = {"<think>\nplan", "</think>\n\n", "Calling.", "\n<tool_call>\n{\"name\": \"f\", ",
+                       "\"arguments\": {\"a\":", "1}}\n</tool_call>"};
+    f.engine.final_reason = calserve::actors::finish_reason::stop;
+    asio::io_context ioc;
+    auto ws = ws_connect(ioc, f.port);
+    send(*ws, R"({"type":"generate","id":"t","messages":[{"role":"user","content":"x"}],"max_tokens":6,
+                  "chat_template_kwargs":{"enable_thinking":true},
+                  "tools":[{"type":"function","function":{"name":"f"}}]})");
+    std::string reasoning, content, arguments, name, call_id;
+    json::object done;
+    for (;;) {
+        auto ev = recv(*ws);
+        const auto type = ev.at("type").as_string();
+        if (type == "reasoning") reasoning += ev.at("text").as_string();
+        if (type == "delta") content += ev.at("text").as_string();
+        if (type == "tool_call") {
+            CHECK(ev.at("index") == 0);
+            if (ev.contains("name")) {
+                name = ev.at("name").as_string();
+                call_id = ev.at("call_id").as_string();
+            }
+            arguments += ev.at("arguments").as_string();
+        }
+        if (type == "done" || type == "error") {
+            done = ev;
+            break;
+        }
+    }
+    CHECK(reasoning == "plan");
+    CHECK(content == "Calling.");
+    CHECK(name == "f");
+    CHECK(call_id.starts_with("call_"));
+    CHECK(arguments == "{\"a\":1}");
+    CHECK(done.at("type") == "done");
+    CHECK(done.at("finish_reason") == "tool_calls");
+}
+
 TEST_CASE("WebSocket cancel ends one stream, others continue") {
     server_fixture f;
     f.engine.gate_open = false;

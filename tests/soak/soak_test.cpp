@@ -169,6 +169,20 @@ TEST_CASE("trace records round-trip through JSON lines", "[trace]") {
     CHECK(got.logit_bias == s.logit_bias);
     CHECK(got.stop == s.stop);
     CHECK(float(got.temperature) == float(s.temperature));  // float sampling parameters survive exactly
+    CHECK(got.grammar.empty());  // no constraint: none recorded
+
+    // An output constraint is recorded as its grammar's kind and text (replay compiles it again).
+    s.grammar_kind = 1;
+    s.grammar = R"({"type": "object"})";
+    s.thinking = true;
+    s.max_reasoning_tokens = 12;
+    auto constrained = io::parse_record(io::encode(s));
+    REQUIRE(constrained.ok());
+    auto& c = std::get<io::trace_submit>(*constrained);
+    CHECK(c.grammar_kind == 1);
+    CHECK(c.grammar == s.grammar);
+    CHECK(c.thinking);
+    CHECK(c.max_reasoning_tokens == 12);
 
     io::trace_arm a;
     a.t_ns = 3;

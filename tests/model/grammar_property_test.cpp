@@ -1,0 +1,168 @@
+// Property: for many seeded random schemas and a seeded random "model" (random logits,
+// drawn within the mask by the project's sampler), every output that completes parses
+// (Boost.JSON) and validates against its schema with the jsonschema library
+// (tests/model/grammar_validate.py), and the mask is never empty before the grammar ends.
+#include <boost/json.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+
+#include "model/sampling.hpp"
+#include "tests/model/grammar_fixture.hpp"
+
+namespace calserve::test {
+namespace {
+
+namespace json = boost::json;
+
+class schema_generator {
+public:
+    explicit schema_generator(std::uint64_t seed) : rng_(seed) {}
+
+    json::object schema() {
+        json::object root = node(0).as_object();
+        if (pick(4) == 0) {  // a recursive definition with a base case
+            root = json::object{{"type", "object"},
+                                {"properties", {{"name", leaf()}, {"kids", {{"type", "array"}, {"maxItems", 2},
+                                                                           {"items", {{"$ref", "#/$defs/t"}}}}}}},
+                                {"required", {"name", "kids"}}};
+            json::object def = root;
+            root["$defs"] = json::object{{"t", def}};
+        }
+        return root;
+    }
+
+private:
+    std::size_t pick(std::size_t n) { return static_cast<std::size_t>(rng_() % n); }
+    std::string word() {
+        static const char* words[] = {"id", "name", "tags", "x", "value", "kind", "a b", "ünï", "q\"t", "n\\s"};
+        return words[pick(std::size(words))];
+    }
+
+    json::value leaf() {
+        switch (pick(12)) {
+            case 0: return {{"type", "string"}};
+            case 1: {
+                const std::size_t lo = pick(3);
+                return {{"type", "string"}, {"minLength", lo}, {"maxLength", lo + pick(5)}};
+            }
+            case 2: return {{"type", "string"}, {"pattern", pick(2) ? "^[a-z]{2,4}-\\d\\d?$" : "x+"}};
+            case 3: return {{"type", "integer"}};
+            case 4: return {{"type", "integer"}, {"minimum", static_cast<int>(pick(50)) - 25},
+                            {"maximum", 30 + static_cast<int>(pick(200))}};
+            case 5: return {{"type", "number"}};
+            case 6: return {{"type", "boolean"}};
+            case 7: return {{"type", "null"}};
+            case 8: return {{"enum", {"red", "green", 3, nullptr, "é\"q"}}};
+            case 9: return {{"const", "fixed"}};
+            case 10: return {{"type", {"string", "null"}}};
+            default: return {{"type", "integer"}, {"exclusiveMinimum", 0}};
+        }
+    }
+
+    json::value node(int depth) {
+        const std::size_t kind = depth >= 3 ? 3 : pick(4);
+        if (kind == 0 || depth == 0) {
+            json::object props;
+            json::array required;
+            const std::size_t n = 1 + pick(4);
+            for (std::size_t i = 0; i < n; ++i) {
+                const std::string key = word() + std::to_string(i);
+                props[key] = node(depth + 1);
+                if (pick(3) != 0) required.push_back(json::string(key));
+            }
+            return {{"type", "object"}, {"properties", props}, {"required", required}, {"additionalProperties", false}};
+        }
+        if (kind == 1) {
+            json::object a{{"type", "array"}, {"items", node(depth + 1)}};
+            if (pick(2)) a["minItems"] = pick(2);
+            if (pick(2)) a["maxItems"] = 2 + pick(3);
+            return a;
+        }
+        if (kind == 2) return {{"anyOf", {node(depth + 1), leaf()}}};
+        return leaf();
+    }
+
+    std::mt19937_64 rng_;
+};
+
+struct run_stats {
+    int documents = 0;
+    int completed = 0;
+};
+
+// Writes one document; returns the text when the grammar completed (terminated or EOS).
+std::optional<std::string> generate(const std::shared_ptr<const gr::compiled>& c, const gr::vocabulary& v,
+                                    std::uint64_t seed) {
+    gr::matcher m(c);
+    std::vector<std::uint32_t> mask(m.mask_words());
+    std::vector<float> logits(v.size());
+    std::mt19937_64 gen(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    model::sampler sampler;
+    model::sampling_params p;
+    p.temperature = 1.0f;
+    if (seed % 3 == 0) p.top_k = 50;
+    if (seed % 3 == 1) p.top_p = 0.9f;
+    model::request_rng rng(seed);
+    std::string text;
+    for (int step = 0; step < 300; ++step) {
+        if (m.terminated()) return text;
+        m.fill_mask(mask);
+        bool any = false;
+        for (const auto w : mask) any = any || w != 0;
+        if (!any) FAIL("empty mask after: " << text);
+        for (std::size_t i = 0; i < logits.size(); ++i) {
+            const auto bytes = v.bytes(static_cast<std::int32_t>(i));
+            const bool closes = bytes.find_first_of("\"}],") != std::string_view::npos;
+            logits[i] = 2.0f * normal(gen) + (closes ? 9.0f : 0.0f) + (v.is_eos(static_cast<std::int32_t>(i)) ? 12.0f : 0.0f);
+        }
+        auto r = sampler.sample(logits, p, {}, rng, mask);
+        REQUIRE(r.ok());
+        REQUIRE(m.accept(r->token));
+        if (v.is_eos(r->token)) return text;
+        text += v.bytes(r->token);
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("Generated documents validate against their schemas (jsonschema)", "[grammar][qwen3][property]") {
+    const auto vocab = qwen3_vocab();
+    gr::compile_cache cache(vocab);
+    const auto dir = scratch_dir("grammar-property");
+    const auto cases = dir / "cases.jsonl";
+    std::ofstream out(cases);
+    run_stats stats;
+    const std::uint64_t schemas = std::getenv("CALSERVE_SANITIZED") ? 10 : 40;  // sanitizers: 4x slower steps
+    for (std::uint64_t seed = 1; seed <= schemas; ++seed) {
+        const std::string schema = json::serialize(schema_generator(seed).schema());
+        INFO("seed " << seed << " schema " << schema);
+        auto c = cache.get(gr::grammar_kind::json_schema, schema);
+        if (!c) FAIL(c.error().what());
+        for (std::uint64_t doc = 0; doc < 3; ++doc) {
+            ++stats.documents;
+            const auto text = generate(c.value(), *vocab, seed * 100 + doc);
+            if (!text) continue;
+            ++stats.completed;
+            boost::system::error_code ec;
+            (void)json::parse(*text, ec);
+            INFO("output " << *text);
+            CHECK_FALSE(ec);
+            out << json::serialize(json::object{{"schema", json::parse(schema)}, {"output", *text}}) << "\n";
+        }
+    }
+    out.close();
+    INFO(stats.completed << " of " << stats.documents << " documents completed");
+    CHECK(stats.completed * 10 >= stats.documents * 8);
+    const std::string cmd = "python3 '" + (source_dir() / "tests/model/grammar_validate.py").string() + "' '" +
+                            cases.string() + "' > '" + (dir / "validate.log").string() + "' 2>&1";
+    const int rc = std::system(cmd.c_str());
+    std::ifstream log(dir / "validate.log");
+    const std::string report((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    INFO(report << "(needs python3-jsonschema: tools/bootstrap)");
+    CHECK(rc == 0);
+}
+
+}  // namespace calserve::test
