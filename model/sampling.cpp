@@ -35,21 +35,37 @@ float f32_value(float v) { return v; }
 float bf16_value(bf16 v) { return bf16_to_f32(v); }
 
 // Greedy within a token mask: lowest allowed id of the maximum, NaN never chosen; -1
-// when no allowed token is above -inf. Visits only the set bits; allocates nothing.
-template <class T, class Value>
-std::int32_t masked_argmax(std::span<const T> logits, std::span<const std::uint32_t> allowed, Value value) {
+// when no allowed token is above -inf. Runs of fully allowed words (most of the
+// vocabulary inside a JSON string) go to the dense SIMD argmax; the other words
+// visit only their set bits. Allocates nothing.
+template <class T, class Value, class Dense>
+std::int32_t masked_argmax(std::span<const T> logits, std::span<const std::uint32_t> allowed, Value value,
+                           Dense dense) {
     std::int32_t best = -1;
     float best_value = neg_inf;
-    for (std::size_t w = 0; w < allowed.size(); ++w) {
+    auto consider = [&](std::size_t i) {
+        const float v = value(logits[i]);
+        if (v > best_value) {
+            best_value = v;
+            best = static_cast<std::int32_t>(i);
+        }
+    };
+    for (std::size_t w = 0; w < allowed.size();) {
+        if (allowed[w] == ~std::uint32_t{0} && (w + 1) * 32 <= logits.size()) {
+            std::size_t end = w + 1;
+            while (end < allowed.size() && allowed[end] == ~std::uint32_t{0} && (end + 1) * 32 <= logits.size()) ++end;
+            const auto run = logits.subspan(w * 32, (end - w) * 32);
+            const auto i = dense(run);
+            if (i >= 0) consider(w * 32 + static_cast<std::size_t>(i));
+            w = end;
+            continue;
+        }
         for (std::uint32_t bits = allowed[w]; bits != 0; bits &= bits - 1) {
             const std::size_t i = w * 32 + static_cast<std::size_t>(std::countr_zero(bits));
             if (i >= logits.size()) break;
-            const float v = value(logits[i]);
-            if (v > best_value) {
-                best_value = v;
-                best = static_cast<std::int32_t>(i);
-            }
+            consider(i);
         }
+        ++w;
     }
     return best;
 }
@@ -97,7 +113,10 @@ result<sample_result> sampler::sample(std::span<const float> logits, const sampl
     if (auto ok = check_mask(allowed, logits.size()); !ok) return ok.error();
     if (params.greedy() && !needs_edits(params) && !wants_logprobs(params)) {
         sample_result out;
-        out.token = allowed.empty() ? argmax_f32(logits, level_) : masked_argmax(logits, allowed, f32_value);
+        out.token = allowed.empty() ? argmax_f32(logits, level_)
+                                    : masked_argmax(logits, allowed, f32_value, [this](std::span<const float> run) {
+                                          return argmax_f32(run, level_);
+                                      });
         if (out.token < 0) return bad("every token is masked to -inf");
         out.support = 1;
         return out;
@@ -114,7 +133,10 @@ result<sample_result> sampler::sample(std::span<const bf16> logits, const sampli
     if (auto ok = check_mask(allowed, logits.size()); !ok) return ok.error();
     if (params.greedy() && !needs_edits(params) && !wants_logprobs(params)) {
         sample_result out;  // the fused path: one pass over the BF16 bytes, nothing allocated
-        out.token = allowed.empty() ? argmax_bf16(logits, level_) : masked_argmax(logits, allowed, bf16_value);
+        out.token = allowed.empty() ? argmax_bf16(logits, level_)
+                                    : masked_argmax(logits, allowed, bf16_value, [this](std::span<const bf16> run) {
+                                          return argmax_bf16(run, level_);
+                                      });
         if (out.token < 0) return bad("every token is masked to -inf");
         out.support = 1;
         return out;

@@ -3,6 +3,8 @@
 // argmax over the allowed tokens; an all-masked step or a wrong-sized mask is an error.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <limits>
 #include <random>
 #include <set>
 
@@ -115,4 +117,47 @@ TEST_CASE("greedy with a mask allocates nothing", "[sampling][mask][scratch]") {
     REQUIRE(r.ok());
     CHECK(r->token == 151935);  // logits 10, 18 and 33: the largest allowed one
     CHECK(smp.scratch_bytes() == 0);
+}
+
+TEST_CASE("greedy with a mostly full mask: dense runs and sparse words give the brute-force argmax",
+          "[sampling][mask]") {
+    const std::size_t vocab = 151936;  // the Qwen3 vocabulary; the last word is partial below
+    for (std::uint32_t seed = 1; seed <= 6; ++seed) {
+        std::mt19937 gen(seed);
+        auto logits = random_logits(vocab, seed);
+        std::vector<std::uint32_t> mask((vocab + 31) / 32, ~0u);
+        for (int k = 0; k < 200; ++k) mask[gen() % mask.size()] &= ~(1u << (gen() % 32));  // sparse words in runs
+        for (int k = 0; k < 20; ++k) mask[gen() % mask.size()] = 0;
+        const auto best_unmasked = static_cast<std::size_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        mask[best_unmasked / 32] &= ~(1u << (best_unmasked % 32));  // the overall best is masked out
+        logits[77] = std::numeric_limits<float>::quiet_NaN();       // NaN inside a run is never chosen
+        if (seed % 2) logits[vocab - 5] = 100.0f;                   // the best allowed sits in the tail
+        std::int32_t want = -1;
+        float want_value = -std::numeric_limits<float>::infinity();
+        for (std::size_t i = 0; i < vocab; ++i) {
+            if (!(mask[i / 32] >> (i % 32) & 1u) || !(logits[i] > want_value)) continue;
+            want_value = logits[i];
+            want = static_cast<std::int32_t>(i);
+        }
+        sampling_params p;
+        p.temperature = 0.0f;
+        request_rng rng(1);
+        sampler s;
+        auto got = s.sample(std::span<const float>(logits), p, {}, rng, mask);
+        REQUIRE(got.ok());
+        CHECK(got->token == want);
+        std::vector<bf16> half(vocab);
+        f32_to_bf16(logits, half);
+        std::int32_t want16 = -1;
+        float want16_value = -std::numeric_limits<float>::infinity();
+        for (std::size_t i = 0; i < vocab; ++i) {
+            const float v = bf16_to_f32(half[i]);
+            if (!(mask[i / 32] >> (i % 32) & 1u) || !(v > want16_value)) continue;
+            want16_value = v;
+            want16 = static_cast<std::int32_t>(i);
+        }
+        auto got16 = s.sample(std::span<const bf16>(half), p, {}, rng, mask);
+        REQUIRE(got16.ok());
+        CHECK(got16->token == want16);
+    }
 }
