@@ -88,7 +88,8 @@ struct collect_sink final : generation_sink {
 // Greedy continuations of `prompts` (all submitted at once), ignoring EOS.
 result<std::vector<std::vector<token_id>>> greedy_runs(serving_engine& e, const std::vector<std::vector<token_id>>& prompts,
                                                        const std::vector<std::int64_t>& lengths,
-                                                       std::chrono::milliseconds timeout, const std::string& tag) {
+                                                       std::chrono::milliseconds timeout, const std::string& tag,
+                                                       const std::atomic<bool>& stopping) {
     std::vector<std::shared_ptr<collect_sink>> sinks;
     std::vector<std::future<generation_result>> futures;
     static std::atomic<std::uint64_t> counter{0};
@@ -102,16 +103,19 @@ result<std::vector<std::vector<token_id>>> greedy_runs(serving_engine& e, const 
         r.timeout = timeout;
         auto sink = std::make_shared<collect_sink>();
         futures.push_back(sink->done.get_future());
-        if (auto s = e.submit(std::move(r), sink); !s) {
-            for (auto& f : futures) f.wait_for(timeout);  // the ones already submitted
-            return s.error();
-        }
+        // A refusal: the ones already submitted finish on their own (their sinks are the engine's now).
+        if (auto s = e.submit(std::move(r), sink); !s) return s.error();
         sinks.push_back(std::move(sink));
     }
     std::vector<std::vector<token_id>> out;
+    const auto deadline = clock_type::now() + timeout + std::chrono::seconds(1);
     for (std::size_t i = 0; i < futures.size(); ++i) {
-        if (futures[i].wait_for(timeout + std::chrono::seconds(1)) != std::future_status::ready)
-            return make_error(status::deadline_exceeded, tag + ": no answer within " + std::to_string(timeout.count()) + " ms");
+        // In slices, so that a daemon stopping mid-load does not wait out the step's timeout.
+        while (futures[i].wait_for(k_housekeeping_period) != std::future_status::ready) {
+            if (stopping.load()) return make_error(status::cancelled, tag + ": the daemon is stopping");
+            if (clock_type::now() > deadline)
+                return make_error(status::deadline_exceeded, tag + ": no answer within " + std::to_string(timeout.count()) + " ms");
+        }
         auto r = futures[i].get();
         if (r.reason == finish_reason::error || r.reason == finish_reason::timeout)
             return make_error(r.failure ? r.failure->code : status::internal,
@@ -344,7 +348,8 @@ result<std::shared_ptr<model_router::generation>> model_router::bring_up(const s
         std::lock_guard lock(mutex_);
         g->state = generation_state::warming;
     }
-    auto warm = greedy_runs(*engine, {{9707}}, {k_warmup_tokens}, options_.step_timeout, "warmup-" + g->alias);
+    auto warm = greedy_runs(*engine, {{9707}}, {k_warmup_tokens}, options_.step_timeout, "warmup-" + g->alias,
+                            stopping_);
     if (!warm) return fail(make_error(warm.code(), "warm-up: " + warm.error().message));
     {
         std::lock_guard lock(mutex_);
@@ -358,7 +363,8 @@ result<std::shared_ptr<model_router::generation>> model_router::bring_up(const s
         prompts.push_back(c.prompt);
         lengths.push_back(std::int64_t(c.tokens.size()));
     }
-    auto served = greedy_runs(*engine, prompts, lengths, options_.step_timeout, "golden-" + g->alias);
+    auto served = greedy_runs(*engine, prompts, lengths, options_.step_timeout, "golden-" + g->alias,
+                              stopping_);
     if (!served) return fail(make_error(served.code(), "golden check: " + served.error().message));
     auto verdict = pkg::compare_golden(*corpus, *served);
     if (!verdict.ok) return fail(make_error(status::package_invalid, "golden check: " + verdict.reason));
