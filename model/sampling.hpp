@@ -31,6 +31,7 @@
 
 #include "config/result.hpp"
 #include "model/bf16.hpp"
+#include "model/sampling_kernels.hpp"
 #include "model/sampling_params.hpp"
 #include "model/sampling_rng.hpp"
 #include "model/sampling_select.hpp"
@@ -99,7 +100,13 @@ private:
     void sample_sparse(const sampling_params& params, float max, float inv_t, double u, sample_result& out);
     void sample_dense(const sampling_params& params, float max, float inv_t, double u, sample_result& out,
                       double& total_all);
-    bool nucleus_in_candidates(double target);
+    void cut_and_draw(const sampling_params& params, kernels::weight_sum sum, bool top_k_on, double u,
+                      sample_result& out, std::span<const bf16> raw);
+    static bool reads_bf16_directly(const sampling_params& params, std::size_t vocab,
+                                    std::span<const std::uint32_t> allowed);
+    result<sample_result> sample_top_p_bf16(std::span<const bf16> logits, const sampling_params& params,
+                                            request_rng& rng);
+    bool nucleus_in_candidates(double target, std::span<const bf16> raw);
     static void draw_from_sorted(std::span<const select::candidate> list, double target, float min_p, double u,
                                  sample_result& out);
     std::int32_t draw_dense(double u, double total) const;
@@ -109,6 +116,7 @@ private:
     std::vector<float> logits_;    // the penalised logits of the current step
     std::vector<float> weights_;   // exp((l - max) / T), zeroed where filtered out
     std::vector<float> blocks_;    // per-block sums of weights_
+    std::vector<std::int16_t> block_keys_;  // per-block largest BF16 order key (the BF16 top-p path)
     std::vector<std::uint32_t> counts_;  // per-token generated counts; all zero between steps
     std::vector<std::uint8_t> seen_;     // per-token repetition mark; all zero between steps
     std::vector<select::candidate> candidates_;
