@@ -170,7 +170,8 @@ result<sample_result> sampler::sample_top_p_bf16(std::span<const bf16> logits, c
     const std::size_t n = logits.size();
     weights_.resize(n);
     blocks_.resize(kernels::block_count(n));
-    const kernels::weight_sum sum = kernels::exp_weights_bf16(logits, scan.max, scan.min, inv_t, weights_, blocks_, level_);
+    const kernels::weight_sum sum =
+        kernels::exp_weights_bf16(logits, scan.max, scan.min, inv_t, weights_, blocks_, level_);
     sample_result out;
     cut_and_draw(params, sum, false, u, out, logits);
     return out;
@@ -399,7 +400,8 @@ std::int32_t sampler::draw_dense(double u, double total) const {
 
 std::size_t sampler::scratch_bytes() const {
     return logits_.capacity() * sizeof(float) + weights_.capacity() * sizeof(float) +
-           blocks_.capacity() * sizeof(float) + block_keys_.capacity() * sizeof(std::int16_t) + counts_.capacity() * sizeof(std::uint32_t) + seen_.capacity() +
+           blocks_.capacity() * sizeof(float) + block_keys_.capacity() * sizeof(std::int16_t) +
+           counts_.capacity() * sizeof(std::uint32_t) + seen_.capacity() +
            (candidates_.capacity() + top_.capacity()) * sizeof(select::candidate) +
            radix_.hist.capacity() * sizeof(double) +
            radix_.list_a.capacity_bytes() + radix_.list_b.capacity_bytes();

@@ -11,7 +11,9 @@
 //!   top-p (smallest prefix, in weight order, whose mass reaches p of what top-k left)
 //!   -> min-p (keep p_i >= min_p * p_max) -> draw.
 //! Greedy (temperature 0): argmax of the penalised logits, lowest id on ties; with no
-//! penalty, bias or logprobs it is one fused BF16 pass with no allocation.
+//! penalty, bias or logprobs it is one fused BF16 pass with no allocation. Top-p (and
+//! min-p) with no top-k, penalty, bias, mask or logprobs reads a BF16 row directly, with
+//! no FP32 copy; every value it computes equals the FP32 path's bit for bit.
 //! Logprobs: log-softmax of the penalised logits divided by the temperature (1 when
 //! greedy), over the whole vocabulary and before the top-k/top-p/min-p truncation;
 //! top_logprobs are the N most likely tokens of that same distribution.
