@@ -141,11 +141,40 @@ result<sample_result> sampler::sample(std::span<const bf16> logits, const sampli
         out.support = 1;
         return out;
     }
+    if (reads_bf16_directly(params, logits.size(), allowed)) return sample_top_p_bf16(logits, params, rng);
     logits_.resize(logits.size());
     bf16_to_f32(logits, logits_, level_);
     apply_mask(allowed);
     apply_edits(params, history);
     return sample_prepared(params, rng);
+}
+
+// Top-p (with or without min-p) and nothing that edits or reads the logits later: the
+// sampled step of a plain chat request. It needs the weights only, so it reads the BF16
+// row directly: no FP32 copy, one pass fewer.
+bool sampler::reads_bf16_directly(const sampling_params& p, std::size_t vocab, std::span<const std::uint32_t> allowed) {
+    const bool top_k_on = p.top_k > 0 && static_cast<std::size_t>(p.top_k) < vocab;
+    return !p.greedy() && p.top_p < 1.0f && !top_k_on && allowed.empty() && !needs_edits(p) && !wants_logprobs(p);
+}
+
+// sample_prepared + sample_dense for that case, reading the BF16 row; every value it
+// computes (max, weights, block sums, candidates) equals the FP32 path's bit for bit.
+result<sample_result> sampler::sample_top_p_bf16(std::span<const bf16> logits, const sampling_params& params,
+                                                 request_rng& rng) {
+    block_keys_.resize(kernels::block_count(logits.size()));
+    const kernels::bf16_scan scan = kernels::scan_max_bf16(logits, block_keys_, level_);
+    if (!scan.finite) return make_error(status::logits_nan, "sampling: NaN or +inf in the logits");
+    if (scan.max == neg_inf) return bad("every token is masked to -inf");
+    const float inv_t = std::min(1.0f / params.temperature, inv_temperature_max);
+    const double u = rng.next_unit();
+    const std::size_t n = logits.size();
+    weights_.resize(n);
+    blocks_.resize(kernels::block_count(n));
+    const kernels::weight_sum sum =
+        kernels::exp_weights_bf16(logits, scan.max, scan.min, inv_t, weights_, blocks_, level_);
+    sample_result out;
+    cut_and_draw(params, sum, false, u, out, logits);
+    return out;
 }
 
 void sampler::apply_mask(std::span<const std::uint32_t> allowed) {
@@ -289,10 +318,17 @@ void sampler::sample_dense(const sampling_params& params, float max, float inv_t
             select::radix_cutoff(weights_, static_cast<double>(params.top_k), select::measure::count, radix_, level_);
         sum = kernels::apply_keep_rule(weights_, 0.0f, cut.weight, cut.index, blocks_, level_);
     }
-    select::cutoff cut = select::keep_all(n);
+    cut_and_draw(params, sum, top_k_on, u, out, {});
+}
+
+// top-p and min-p over the weights (after top-k), then the draw. `raw`: the BF16 row
+// when logits_ was not filled (the candidates are then selected from it).
+void sampler::cut_and_draw(const sampling_params& params, kernels::weight_sum sum, bool top_k_on, double u,
+                           sample_result& out, std::span<const bf16> raw) {
+    select::cutoff cut = select::keep_all(weights_.size());
     if (params.top_p < 1.0f) {
         const double target = top_p_target(params.top_p, sum.total);
-        if (!top_k_on && nucleus_in_candidates(target)) {
+        if (!top_k_on && nucleus_in_candidates(target, raw)) {
             draw_from_sorted(top_, target, params.min_p, u, out);
             return;
         }
@@ -309,12 +345,16 @@ void sampler::sample_dense(const sampling_params& params, float max, float inv_t
 // the candidates as weights in keep-rule order (weight, then token); it is trusted only
 // when the prefix ends strictly above its weakest entry (no outsider can tie with it)
 // or when it holds every token above -inf.
-bool sampler::nucleus_in_candidates(double target) {
+bool sampler::nucleus_in_candidates(double target, std::span<const bf16> raw) {
     // Bound: each weight is at most 1, and the best k/8 tokens hold at least 1/8 of the
     // best k's mass, so a round that cannot reach the target is skipped.
     double bound = 64.0;
     for (std::size_t k = 64; k <= geometric_top_p_max && bound >= target; k *= 8) {
-        select::select_top(logits_, k, candidates_, level_);
+        if (raw.empty()) {
+            select::select_top(logits_, k, candidates_, level_);
+        } else {
+            select::select_top(raw, block_keys_, k, candidates_, level_);
+        }
         top_.clear();
         for (const auto& c : candidates_) top_.push_back({weights_[static_cast<std::size_t>(c.token)], c.token});
         std::sort(top_.begin(), top_.end(), [](const auto& a, const auto& b) { return select::better(a, b); });
@@ -360,7 +400,8 @@ std::int32_t sampler::draw_dense(double u, double total) const {
 
 std::size_t sampler::scratch_bytes() const {
     return logits_.capacity() * sizeof(float) + weights_.capacity() * sizeof(float) +
-           blocks_.capacity() * sizeof(float) + counts_.capacity() * sizeof(std::uint32_t) + seen_.capacity() +
+           blocks_.capacity() * sizeof(float) + block_keys_.capacity() * sizeof(std::int16_t) +
+           counts_.capacity() * sizeof(std::uint32_t) + seen_.capacity() +
            (candidates_.capacity() + top_.capacity()) * sizeof(select::candidate) +
            radix_.hist.capacity() * sizeof(double) +
            radix_.list_a.capacity_bytes() + radix_.list_b.capacity_bytes();

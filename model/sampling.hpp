@@ -11,7 +11,9 @@
 //!   top-p (smallest prefix, in weight order, whose mass reaches p of what top-k left)
 //!   -> min-p (keep p_i >= min_p * p_max) -> draw.
 //! Greedy (temperature 0): argmax of the penalised logits, lowest id on ties; with no
-//! penalty, bias or logprobs it is one fused BF16 pass with no allocation.
+//! penalty, bias or logprobs it is one fused BF16 pass with no allocation. Top-p (and
+//! min-p) with no top-k, penalty, bias, mask or logprobs reads a BF16 row directly, with
+//! no FP32 copy; every value it computes equals the FP32 path's bit for bit.
 //! Logprobs: log-softmax of the penalised logits divided by the temperature (1 when
 //! greedy), over the whole vocabulary and before the top-k/top-p/min-p truncation;
 //! top_logprobs are the N most likely tokens of that same distribution.
@@ -31,6 +33,7 @@
 
 #include "config/result.hpp"
 #include "model/bf16.hpp"
+#include "model/sampling_kernels.hpp"
 #include "model/sampling_params.hpp"
 #include "model/sampling_rng.hpp"
 #include "model/sampling_select.hpp"
@@ -99,7 +102,13 @@ private:
     void sample_sparse(const sampling_params& params, float max, float inv_t, double u, sample_result& out);
     void sample_dense(const sampling_params& params, float max, float inv_t, double u, sample_result& out,
                       double& total_all);
-    bool nucleus_in_candidates(double target);
+    void cut_and_draw(const sampling_params& params, kernels::weight_sum sum, bool top_k_on, double u,
+                      sample_result& out, std::span<const bf16> raw);
+    static bool reads_bf16_directly(const sampling_params& params, std::size_t vocab,
+                                    std::span<const std::uint32_t> allowed);
+    result<sample_result> sample_top_p_bf16(std::span<const bf16> logits, const sampling_params& params,
+                                            request_rng& rng);
+    bool nucleus_in_candidates(double target, std::span<const bf16> raw);
     static void draw_from_sorted(std::span<const select::candidate> list, double target, float min_p, double u,
                                  sample_result& out);
     std::int32_t draw_dense(double u, double total) const;
@@ -109,6 +118,7 @@ private:
     std::vector<float> logits_;    // the penalised logits of the current step
     std::vector<float> weights_;   // exp((l - max) / T), zeroed where filtered out
     std::vector<float> blocks_;    // per-block sums of weights_
+    std::vector<std::int16_t> block_keys_;  // per-block largest BF16 order key (the BF16 top-p path)
     std::vector<std::uint32_t> counts_;  // per-token generated counts; all zero between steps
     std::vector<std::uint8_t> seen_;     // per-token repetition mark; all zero between steps
     std::vector<select::candidate> candidates_;

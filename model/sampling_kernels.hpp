@@ -38,6 +38,39 @@ struct weight_sum {
 /// weights[i] = exp((logits[i] - max) * inv_t); block_sums[b] = sum of block b.
 weight_sum exp_weights(std::span<const float> logits, float max, float inv_t, std::span<float> weights,
                        std::span<float> block_sums, simd_level level);
+/// The BF16 row read directly (the top-p path with no penalty, bias or mask needs no FP32
+/// copy): max and min of the values, and the same NaN/+inf check as scan_max.
+struct bf16_scan {
+    float max;
+    float min;
+    bool finite;
+};
+/// Also writes, per `weight_block` tokens, the largest order key (bf16_order_key) of the
+/// block into `block_keys` (block_count(size) entries): next_above_bf16 skips blocks by them.
+bf16_scan scan_max_bf16(std::span<const bf16> logits, std::span<std::int16_t> block_keys, simd_level level);
+
+/// Integer key with the order of the BF16 values: +x -> its bits, -x -> minus its
+/// magnitude (±0 share 0); NaN keys lie beyond the keys of ±inf.
+constexpr std::int16_t bf16_order_key(bf16 v) {
+    const auto magnitude = static_cast<std::int16_t>(v & 0x7fff);
+    return (v & 0x8000) != 0 ? static_cast<std::int16_t>(-magnitude) : magnitude;
+}
+
+/// exp_weights of the FP32 conversion, bit for bit (same polynomial, same summation
+/// order), read from the BF16 row; `min` (from scan_max_bf16) lets the AVX2 loop skip
+/// the underflow clamp when no token can reach it. Wider vectors (AVX-512F, when the
+/// CPU has it and `allow_avx512`) evaluate the same lanes: results do not change.
+/// `positive` is not counted (0): the top-p path recounts in apply_keep_rule.
+weight_sum exp_weights_bf16(std::span<const bf16> logits, float max, float min, float inv_t,
+                            std::span<float> weights, std::span<float> block_sums, simd_level level,
+                            bool allow_avx512 = true);
+
+/// First index i >= from with bf16_to_f32(logits[i]) > threshold, or logits.size();
+/// `threshold` must be -inf or a BF16 value, and the row free of NaN.
+/// Blocks whose key in `block_keys` (from scan_max_bf16) is not above it are skipped whole.
+std::size_t next_above_bf16(std::span<const bf16> logits, std::span<const std::int16_t> block_keys, std::size_t from,
+                            float threshold, simd_level level);
+
 /// Sum of exp((logits[i] - max) * inv_t) with nothing stored (logprob normaliser).
 double exp_sum(std::span<const float> logits, float max, float inv_t, simd_level level);
 

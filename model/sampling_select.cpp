@@ -14,29 +14,48 @@ namespace {
 constexpr auto by_better = [](const candidate& a, const candidate& b) { return better(a, b); };
 }  // namespace
 
-void select_top(std::span<const float> logits, std::size_t k, std::vector<candidate>& out, simd_level level) {
+namespace {
+
+// Shared by the FP32 and BF16 rows: `value(i)` reads token i as a float, `next(from, t)`
+// finds the next token above t.
+template <class Value, class Next>
+void select_top_impl(std::size_t n, std::size_t k, std::vector<candidate>& out, Value value, Next next) {
     out.clear();
     if (k == 0) return;
-    const std::size_t n = logits.size();
     const std::size_t cap = std::max(2 * k, k + 64);
     out.reserve(cap);
     float threshold = -std::numeric_limits<float>::infinity();
-    std::size_t i = kernels::next_above(logits, 0, threshold, level);
+    std::size_t i = next(0, threshold);
     while (i < n) {
-        out.push_back({logits[i], static_cast<std::int32_t>(i)});
+        out.push_back({value(i), static_cast<std::int32_t>(i)});
         if (out.size() == cap) {
             // Later tokens have higher ids, so one equal to the k-th value loses: strict '>'.
             std::nth_element(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(k - 1), out.end(), by_better);
             out.resize(k);
             threshold = out[k - 1].value;
         }
-        i = kernels::next_above(logits, i + 1, threshold, level);
+        i = next(i + 1, threshold);
     }
     if (out.size() > k) {
         std::nth_element(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(k), out.end(), by_better);
         out.resize(k);
     }
     std::sort(out.begin(), out.end(), by_better);
+}
+
+}  // namespace
+
+void select_top(std::span<const float> logits, std::size_t k, std::vector<candidate>& out, simd_level level) {
+    select_top_impl(
+        logits.size(), k, out, [&](std::size_t i) { return logits[i]; },
+        [&](std::size_t from, float t) { return kernels::next_above(logits, from, t, level); });
+}
+
+void select_top(std::span<const bf16> logits, std::span<const std::int16_t> block_keys, std::size_t k,
+                std::vector<candidate>& out, simd_level level) {
+    select_top_impl(
+        logits.size(), k, out, [&](std::size_t i) { return bf16_to_f32(logits[i]); },
+        [&](std::size_t from, float t) { return kernels::next_above_bf16(logits, block_keys, from, t, level); });
 }
 
 namespace {

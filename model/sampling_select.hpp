@@ -38,6 +38,11 @@ constexpr bool better(const candidate& a, const candidate& b) {
 
 /// The min(k, #tokens above -inf) best tokens by logit, sorted by `better`. NaN never enters.
 void select_top(std::span<const float> logits, std::size_t k, std::vector<candidate>& out, simd_level level);
+/// The same over a BF16 row (values compared as their exact FP32 conversion); the row
+/// must hold no NaN (the sampler checks first).
+/// `block_keys` as filled by kernels::scan_max_bf16 for this row.
+void select_top(std::span<const bf16> logits, std::span<const std::int16_t> block_keys, std::size_t k,
+                std::vector<candidate>& out, simd_level level);
 
 struct cutoff {
     float weight = 0.0f;

@@ -2,7 +2,9 @@
 // logit_bias through the reported logprobs, BF16 input, radix cutoffs, errors.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <set>
@@ -265,7 +267,7 @@ TEST_CASE("after warm-up a step allocates nothing (scratch capacity is stable)",
     std::mt19937 gen(12);
     std::normal_distribution<float> normal(0.0f, 2.0f);
     for (auto& x : logits) x = f32_to_bf16(normal(gen));
-    std::vector<sampling_params> mix(4);
+    std::vector<sampling_params> mix(5);
     mix[0].top_k = 50;
     mix[1].top_p = 0.9f;
     mix[1].logprobs = true;
@@ -275,6 +277,8 @@ TEST_CASE("after warm-up a step allocates nothing (scratch capacity is stable)",
     mix[3].min_p = 0.05f;
     mix[3].frequency_penalty = 0.5f;
     mix[3].logit_bias = {{3, 4.0f}};
+    mix[4].temperature = 0.8f;  // the direct BF16 top-p path
+    mix[4].top_p = 0.95f;
     std::vector<std::int32_t> generated;
     sampler smp;
     request_rng rng(6);
@@ -311,4 +315,111 @@ TEST_CASE("exp weights: AVX2 polynomial within 4e-7 of the scalar expf, exact 1 
     CHECK(wa[logits.size() - 1] == 0.0f);
     CHECK(sa.total == Approx(ss.total).epsilon(1e-6));
     CHECK(sa.positive == logits.size() - 2);
+}
+
+namespace {
+
+// BF16 rows that take every branch of the direct top-p path: peaked, flat, masked
+// tokens (-inf: the clamped exp), a wide range (clamped too), heavy ties, a short
+// row with a partial last block.
+std::vector<std::vector<bf16>> bf16_rows() {
+    std::vector<std::vector<bf16>> rows;
+    for (int kind = 0; kind < 6; ++kind) {
+        std::mt19937 gen(static_cast<unsigned>(40 + kind));
+        std::normal_distribution<float> normal(0.0f, kind == 1 ? 0.5f : 2.0f);
+        std::vector<bf16> row(kind == 5 ? 1037 : 151936);
+        for (auto& x : row) x = f32_to_bf16(normal(gen) * (kind == 3 ? 30.0f : 1.0f));
+        if (kind == 0 || kind == 2) {
+            for (int j = 0; j < 8; ++j) row[gen() % row.size()] = f32_to_bf16(12.0f + static_cast<float>(j));
+        }
+        if (kind == 2) {
+            for (int j = 0; j < 300; ++j) row[gen() % row.size()] = f32_to_bf16(-INFINITY);
+        }
+        if (kind == 4) {
+            for (auto& x : row) x = f32_to_bf16(std::round(bf16_to_f32(x)));
+        }
+        rows.push_back(std::move(row));
+    }
+    return rows;
+}
+
+}  // namespace
+
+TEST_CASE("BF16 top-p reads the row directly and samples exactly like the FP32 path", "[sampling][bf16]") {
+    std::vector<sampling_params> mix;
+    for (const float t : {0.8f, 0.3f, 1e-7f}) {
+        for (const float p : {0.95f, 0.5f, 0.999f}) {
+            sampling_params sp;
+            sp.temperature = t;
+            sp.top_p = p;
+            sp.min_p = p == 0.5f ? 0.05f : 0.0f;
+            mix.push_back(sp);
+        }
+    }
+    const int draws = test::sanitized() ? 2 : 4;
+    for (const auto& raw : bf16_rows()) {
+        std::vector<float> converted(raw.size());
+        bf16_to_f32(raw, converted);
+        for (const auto level : {simd_level::scalar, simd_level::avx2}) {
+            sampler a(level), b(level);
+            for (const auto& sp : mix) {
+                request_rng ra(91), rb(91);
+                for (int i = 0; i < draws; ++i) {
+                    const auto x = a.sample(std::span<const bf16>(raw), sp, {}, ra);
+                    const auto y = b.sample(std::span<const float>(converted), sp, {}, rb);
+                    REQUIRE((x.ok() && y.ok()));
+                    INFO("T " << sp.temperature << " p " << sp.top_p << " level " << static_cast<int>(level));
+                    REQUIRE(x->token == y->token);
+                    REQUIRE(x->support == y->support);
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("BF16 kernels equal the FP32 kernels bit for bit (AVX2, AVX-512, scalar)", "[sampling][kernels][bf16]") {
+    for (const auto& raw : bf16_rows()) {
+        const std::size_t n = raw.size();
+        std::vector<float> converted(n);
+        bf16_to_f32(raw, converted);
+        std::vector<std::int16_t> keys(kernels::block_count(n));
+        for (const auto level : {simd_level::scalar, simd_level::avx2}) {
+            const auto f = kernels::scan_max(converted, level);
+            const auto s = kernels::scan_max_bf16(raw, keys, level);
+            REQUIRE(s.finite == f.finite);
+            REQUIRE(s.max == f.max);
+            REQUIRE(s.min == *std::min_element(converted.begin(), converted.end()));
+            for (std::size_t b = 0; b < keys.size(); ++b) {
+                std::int16_t best = std::numeric_limits<std::int16_t>::min();
+                for (std::size_t i = b * kernels::weight_block; i < std::min(n, (b + 1) * kernels::weight_block); ++i) {
+                    best = std::max(best, kernels::bf16_order_key(raw[i]));
+                }
+                REQUIRE(keys[b] == best);
+            }
+            // Thresholds from the row itself, as select_top passes them; the block skip
+            // must never jump over a token above the threshold.
+            for (const std::size_t probe : {std::size_t{0}, n / 3, n - 1}) {
+                const float t = converted[probe];
+                for (const std::size_t from : {std::size_t{0}, std::size_t{5}, n / 2}) {
+                    std::size_t expected = from;
+                    while (expected < n && !(converted[expected] > t)) ++expected;
+                    REQUIRE(kernels::next_above_bf16(raw, keys, from, t, level) == expected);
+                    REQUIRE(kernels::next_above(converted, from, t, level) == expected);
+                }
+            }
+            for (const float t : {0.8f, 0.05f, 1e-7f}) {
+                const float inv_t = 1.0f / t;
+                std::vector<float> wf(n), bf(keys.size());
+                const auto ref = kernels::exp_weights(converted, f.max, inv_t, wf, bf, level);
+                for (const bool wide : {false, true}) {
+                    std::vector<float> wb(n), bb(keys.size());
+                    const auto got = kernels::exp_weights_bf16(raw, s.max, s.min, inv_t, wb, bb, level, wide);
+                    INFO("T " << t << " level " << static_cast<int>(level) << " avx512 " << wide);
+                    REQUIRE(got.total == ref.total);
+                    REQUIRE(std::memcmp(wb.data(), wf.data(), n * sizeof(float)) == 0);
+                    REQUIRE(std::memcmp(bb.data(), bf.data(), bb.size() * sizeof(float)) == 0);
+                }
+            }
+        }
+    }
 }
