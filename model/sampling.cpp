@@ -34,13 +34,50 @@ void_result check_mask(std::span<const std::uint32_t> allowed, std::size_t vocab
 float f32_value(float v) { return v; }
 float bf16_value(bf16 v) { return bf16_to_f32(v); }
 
+// A mask word with at least this many allowed tokens is reduced without a branch per
+// bit (inside a JSON string most words miss only a few tokens, e.g. those with a quote,
+// so full-word runs are short and a branch per set bit cost ~45 ns per word).
+constexpr int k_branchless_word_bits = 8;
+
+// Maximum over the allowed values of one 32-token word; -inf when none is above -inf
+// (NaN and disallowed lanes count as -inf). Fixed trip counts, no data-dependent
+// branches: the compiler unrolls and vectorises both loops.
+template <class T, class Value>
+float masked_word_max(const T* p, std::uint32_t bits, Value value) {
+    float v[32];
+    for (int j = 0; j < 32; ++j) {
+        const float x = value(p[j]);
+        v[j] = ((bits >> j) & 1u) != 0 && x > neg_inf ? x : neg_inf;
+    }
+    for (int s = 16; s > 0; s /= 2) {
+        for (int j = 0; j < s; ++j) v[j] = v[j + s] > v[j] ? v[j + s] : v[j];
+    }
+    return v[0];
+}
+
+// Whether most of the vocabulary looks allowed, judged from a few evenly spaced words
+// (only picks the faster route; both give the same token).
+bool wide_mask(std::span<const std::uint32_t> allowed) {
+    constexpr std::size_t k_probes = 16;
+    if (allowed.size() < k_probes) return false;
+    int set = 0;
+    for (std::size_t k = 0; k < k_probes; ++k) set += std::popcount(allowed[k * allowed.size() / k_probes]);
+    return set >= static_cast<int>(k_probes) * 16;
+}
+
 // Greedy within a token mask: lowest allowed id of the maximum, NaN never chosen; -1
-// when no allowed token is above -inf. Runs of fully allowed words (most of the
-// vocabulary inside a JSON string) go to the dense SIMD argmax; the other words
-// visit only their set bits. Allocates nothing.
+// when no allowed token is above -inf. An allowed unmasked argmax answers at once. Runs of fully allowed words (most of the
+// vocabulary inside a JSON string) go to the dense SIMD argmax; mostly allowed words
+// are reduced branch-free; sparse words visit only their set bits. Allocates nothing.
 template <class T, class Value, class Dense>
 std::int32_t masked_argmax(std::span<const T> logits, std::span<const std::uint32_t> allowed, Value value,
                            Dense dense) {
+    // The unmasked maximum is usually allowed (a wide mask, or a model that agrees with
+    // the grammar): then it is the answer, found by one dense SIMD pass.
+    if (const auto top = wide_mask(allowed) ? dense(logits) : -1; top >= 0) {
+        const auto t = static_cast<std::size_t>(top);
+        if (t / 32 < allowed.size() && ((allowed[t / 32] >> (t % 32)) & 1u) != 0 && value(logits[t]) > neg_inf) return top;
+    }
     std::int32_t best = -1;
     float best_value = neg_inf;
     auto consider = [&](std::size_t i) {
@@ -58,6 +95,22 @@ std::int32_t masked_argmax(std::span<const T> logits, std::span<const std::uint3
             const auto i = dense(run);
             if (i >= 0) consider(w * 32 + static_cast<std::size_t>(i));
             w = end;
+            continue;
+        }
+        if (std::popcount(allowed[w]) >= k_branchless_word_bits && (w + 1) * 32 <= logits.size()) {
+            const T* p = logits.data() + w * 32;
+            const float m = masked_word_max(p, allowed[w], value);
+            if (m > best_value) {  // first allowed id of that maximum (rare after the first words)
+                for (std::uint32_t bits = allowed[w]; bits != 0; bits &= bits - 1) {
+                    const auto j = static_cast<std::size_t>(std::countr_zero(bits));
+                    if (value(p[j]) == m) {
+                        best_value = m;
+                        best = static_cast<std::int32_t>(w * 32 + j);
+                        break;
+                    }
+                }
+            }
+            ++w;
             continue;
         }
         for (std::uint32_t bits = allowed[w]; bits != 0; bits &= bits - 1) {

@@ -161,3 +161,51 @@ TEST_CASE("greedy with a mostly full mask: dense runs and sparse words give the 
         CHECK(got16->token == want16);
     }
 }
+
+TEST_CASE("greedy with a string-like mask (a few holes in every word) gives the brute-force argmax",
+          "[sampling][mask]") {
+    const std::size_t vocab = 151936;
+    for (std::uint32_t seed = 1; seed <= 8; ++seed) {
+        std::mt19937 gen(seed);
+        auto logits = random_logits(vocab, seed + 100);
+        std::vector<std::uint32_t> mask((vocab + 31) / 32, ~0u);
+        for (auto& w : mask) {
+            for (std::uint32_t k = 0, n = 1 + gen() % 4; k < n; ++k) w &= ~(1u << (gen() % 32));
+        }
+        for (int k = 0; k < 50; ++k) mask[gen() % mask.size()] = 1u << (gen() % 32);  // sparse words too
+        const auto top = static_cast<std::size_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        if (seed % 2) {
+            mask[top / 32] &= ~(1u << (top % 32));  // the unmasked best is not allowed
+        } else {
+            mask[top / 32] |= 1u << (top % 32);  // it is: the answer at once
+        }
+        if (seed % 4 == 3) {  // a tie between two allowed ids in holed words: the lower one wins
+            logits[4001] = logits[90001] = 1000.0f;
+            mask[4001 / 32] |= 1u << (4001 % 32);
+            mask[90001 / 32] |= 1u << (90001 % 32);
+        }
+        logits[130] = std::numeric_limits<float>::quiet_NaN();
+        logits[131] = -std::numeric_limits<float>::infinity();
+        for (const bool half : {false, true}) {
+            std::vector<bf16> h(vocab);
+            f32_to_bf16(logits, h);
+            std::int32_t want = -1;
+            float want_value = -std::numeric_limits<float>::infinity();
+            for (std::size_t i = 0; i < vocab; ++i) {
+                const float v = half ? bf16_to_f32(h[i]) : logits[i];
+                if (!(mask[i / 32] >> (i % 32) & 1u) || !(v > want_value)) continue;
+                want_value = v;
+                want = static_cast<std::int32_t>(i);
+            }
+            sampling_params p;
+            p.temperature = 0.0f;
+            request_rng rng(1);
+            sampler s;
+            auto got = half ? s.sample(std::span<const bf16>(h), p, {}, rng, mask)
+                            : s.sample(std::span<const float>(logits), p, {}, rng, mask);
+            REQUIRE(got.ok());
+            INFO("seed " << seed << " half " << half);
+            CHECK(got->token == want);
+        }
+    }
+}
