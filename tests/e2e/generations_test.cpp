@@ -145,6 +145,15 @@ TEST_CASE("generations: a switch under streaming load fails nothing; rollback is
     std::vector<std::string> failures;
     std::mutex failures_mutex;
     std::vector<std::thread> clients;
+    struct joiner {  // a failed REQUIRE below must not leave joinable threads behind
+        std::atomic<bool>& stop;
+        std::vector<std::thread>& threads;
+        ~joiner() {
+            stop.store(true);
+            for (auto& t : threads)
+                if (t.joinable()) t.join();
+        }
+    } join_clients{stop, clients};
     for (int c = 0; c < 4; ++c) {
         clients.emplace_back([&, c] {
             while (!stop.load()) {
@@ -159,12 +168,12 @@ TEST_CASE("generations: a switch under streaming load fails nothing; rollback is
             }
         });
     }
-    REQUIRE(wait_until([&] { return from1.load() >= 4; }));
+    REQUIRE(wait_until([&] { return from1.load() >= 4; }, std::chrono::seconds(120)));
     auto [out, rc] = ctl(sock, "model load m " + gen2().string() + " --keep");
     CHECK(rc == 0);
     CHECK(current_number(sock, "m") == 2);
     const int before = from2.load();
-    REQUIRE(wait_until([&] { return from2.load() >= before + 4; }));
+    REQUIRE(wait_until([&] { return from2.load() >= before + 4; }, std::chrono::seconds(120)));
     stop.store(true);
     for (auto& t : clients) t.join();
     CHECK(bad.load() == 0);
