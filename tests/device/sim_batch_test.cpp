@@ -257,7 +257,7 @@ TEST_CASE("latency model: a batch step reads the weights once, KV per live row, 
     CHECK(f.step(submodel_kind::decode, 1, past).total_ms == 10.0);
 }
 
-TEST_CASE("cpu backend: decode profiles 1..runtime.max_batch; a batched row equals the sequence alone", "[batch]") {
+TEST_CASE("cpu backend: decode profiles 1..runtime.max_batch, a batched row equals the sequence alone", "[batch]") {
     const auto dir = calserve::test::scratch_dir("device-cpu-batch") / "model";
     REQUIRE(model::make_synthetic_model("tiny-dense", dir, 3, "bf16", {}).ok());
     sim::manual_scheduler clock;

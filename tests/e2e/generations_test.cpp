@@ -125,7 +125,7 @@ TEST_CASE("models: a set that does not fit is refused at start-up with the per-c
     CHECK(out.find("c: needs 1 chip(s)") != std::string::npos);
 }
 
-TEST_CASE("generations: a switch under streaming load fails nothing; rollback is instant with --keep",
+TEST_CASE("generations: a switch under streaming load fails nothing, rollback is instant with --keep",
           "[e2e][generations]") {
     auto sock = socket_path("generations-switch");
     daemon_process d(daemon_args(sock, {"--package", "m=" + gen1().string(), "--set", "device.sim.step_ms=2"}));
@@ -257,7 +257,7 @@ TEST_CASE("generations: a load refused at each gate leaves the serving generatio
     CHECK(d.stop() == 0);
 }
 
-TEST_CASE("generations: a restart serves the saved mapping; a corrupted state file is reported", "[e2e][generations]") {
+TEST_CASE("generations: a restart serves the saved mapping, a corrupted state file is reported", "[e2e][generations]") {
     auto sock = socket_path("generations-restart");
     auto state = scratch_dir("generations-restart") / "state";
     fs::remove_all(state);

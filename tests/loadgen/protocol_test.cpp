@@ -195,7 +195,7 @@ TEST_CASE("protocol: calserve bench --compare llama-server and vLLM sends both t
     CHECK(sum.contains("ratios_b_over_a"));
 }
 
-TEST_CASE("protocol: calserve bench says when a server reports no usage; --server-tokenize asks /tokenize",
+TEST_CASE("protocol: calserve bench says when a server reports no usage, --server-tokenize asks /tokenize",
           "[loadgen][protocol][cli]") {
     test::fake_server old(fx::llama_server(false));
     const auto dir = test::scratch_dir("bench-protocol-old");

@@ -71,7 +71,7 @@ TEST_CASE("chat output: reasoning and content split at </think>") {
     CHECK(q.content == "ok");
 }
 
-TEST_CASE("chat output: unterminated reasoning stays reasoning; no reasoning mode keeps tags as text") {
+TEST_CASE("chat output: unterminated reasoning stays reasoning, no reasoning mode keeps tags as text") {
     auto p = run_all_ways("<think>\nstill thinking </thi", opts(true, false));
     CHECK(p.reasoning == "still thinking </thi");
     CHECK(p.content.empty());
@@ -112,7 +112,7 @@ TEST_CASE("chat output: reasoning, then content, then a call") {
     CHECK(p.calls[0].arguments == "{\"q\": \"a}b\"}");
 }
 
-TEST_CASE("chat output: a block in another shape is parsed whole; a non-call stays content") {
+TEST_CASE("chat output: a block in another shape is parsed whole, a non-call stays content") {
     auto p = run_all_ways("<tool_call>{\"arguments\": {\"a\": 1}, \"name\": \"f\"}</tool_call>", opts(false, true));
     REQUIRE(p.calls.size() == 1);
     CHECK(p.calls[0].name == "f");
@@ -139,7 +139,7 @@ TEST_CASE("chat output: a call cut by max_tokens keeps the arguments seen so far
     CHECK(q.content == "<tool_call>\n{\"na");
 }
 
-TEST_CASE("chat output: without tools, <tool_call> is text; plain content passes through") {
+TEST_CASE("chat output: without tools, <tool_call> is text, plain content passes through") {
     auto p = run_all_ways("a <tool_call> b\n", opts(false, false));
     CHECK(p.content == "a <tool_call> b\n");
     auto q = run_all_ways("  spaced  text  ", opts(false, true));

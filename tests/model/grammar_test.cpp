@@ -77,7 +77,7 @@ TEST_CASE("EBNF literals, classes, groups and repetitions", "[grammar]") {
     CHECK_FALSE(matches("root ::= \"(\" root \")\" | \"\"", "(()"));
 }
 
-TEST_CASE("EOS only where the grammar accepts; terminated when nothing can follow", "[grammar]") {
+TEST_CASE("EOS only where the grammar accepts, terminated when nothing can follow", "[grammar]") {
     gr::matcher m(compile_ok(R"(root ::= "a" "b"?)", byte_vocab()));
     std::vector<std::uint32_t> mask(m.mask_words());
     auto allowed = [&](int t) { return (mask[static_cast<std::size_t>(t) / 32] >> (t % 32) & 1u) != 0; };

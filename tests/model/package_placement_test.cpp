@@ -23,7 +23,7 @@ const mp::package& tiny() {
 }
 }  // namespace
 
-TEST_CASE("placement: first fit fills chips in order; the guard counts once per chip", "[placement]") {
+TEST_CASE("placement: first fit fills chips in order, the guard counts once per chip", "[placement]") {
     const auto need = mp::package_chip_bytes(tiny(), {});
     REQUIRE(need.size() == 1);
     mp::capacity_limits l;
@@ -88,7 +88,7 @@ TEST_CASE("placement: chip lists", "[placement]") {
     CHECK_FALSE(mp::parse_chip_list("0,", 2).ok());
 }
 
-TEST_CASE("golden corpus: pack writes it; exact match, a near tie forgiven, a real mismatch refused", "[golden]") {
+TEST_CASE("golden corpus: pack writes it, exact match, a near tie forgiven, a real mismatch refused", "[golden]") {
     auto corpus = mp::read_golden_corpus(tiny().reference_model_dir / mp::k_golden_corpus_file);
     REQUIRE(corpus.ok());
     REQUIRE(corpus->size() == 3);

@@ -147,7 +147,7 @@ TEST_CASE("profiles: the tiny presets hold decode batches 1, 2, 4, 8, 16 and KV 
     tp::remove_scratch(dir);
 }
 
-TEST_CASE("profiles: --decode-batches picks them; pack refuses a list without 1, unsorted or above 16") {
+TEST_CASE("profiles: --decode-batches picks them, pack refuses a list without 1, unsorted or above 16") {
     const auto dir = pack_with("tiny-moe-2chip", "pkg-profiles-1-4", {1, 4});
     auto p = mp::load_package(dir);
     REQUIRE(p.ok());

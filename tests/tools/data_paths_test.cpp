@@ -94,7 +94,7 @@ TEST_CASE("cli: tokenizer files in the data home are found", "[tools]") {
     CHECK(r.out == "[9707]\n");
 }
 
-TEST_CASE("cli: make-model copies the looked-up tokenizer; reference falls back to the lookup for text prompts",
+TEST_CASE("cli: make-model copies the looked-up tokenizer, reference falls back to the lookup for text prompts",
           "[tools]") {
     const auto dir = scratch_dir("lookup-reference");
     const auto model = dir / "m";
