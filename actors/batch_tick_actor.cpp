@@ -261,7 +261,7 @@ std::vector<seq_view> batch_tick_actor::views() {
         if (idle && !e.growing && needs_room(e)) grow_kv(e, 0);
         const bool ready = idle && !e.growing;
         out.push_back({sid, prefill, ready, e.seq->arrived, e.last_served, e.group, e.awaiting && !e.job_active,
-                       e.job_active});
+                       e.job_active, e.job_active && e.in_prefill});
     }
     return out;
 }
@@ -279,6 +279,7 @@ void batch_tick_actor::commit(const job_choice& choice, device::slot slot) {
         }
         CALSERVE_INVARIANT(std::int64_t(e.seq->tokens.size()) <= e.seq->kv_tokens, "job past the KV reservation");
         e.job_active = true;
+        e.in_prefill = choice.prefill;
         e.awaiting = true;
         e.on_device = true;
         if (!choice.prefill) e.group = group;

@@ -72,6 +72,7 @@ private:
         std::uint64_t admitted = 0;           // admission order (preemption picks the largest)
         bool kv_granted = false;
         bool job_active = false;
+        bool in_prefill = false;              // the active job is its prefill
         bool awaiting = false;
         bool finishing = false;
         bool reprefill = false;

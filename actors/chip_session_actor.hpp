@@ -64,7 +64,7 @@ private:
     struct slot_data {
         lifecycle<slot_state, k_slot_table.size()> life;
         job_ptr job;                        // the job in this slot (a new JobContext per job)
-        std::vector<std::uint16_t> spare;   // the slot's logits buffer while free (reused, never shared)
+        std::vector<std::byte> spare;      // the slot's logits buffer while free (reused, never shared)
         std::uint64_t epoch = 0;
         std::int64_t started_ns = 0;        // when the slot took its job (runtime clock)
     };

@@ -6,6 +6,7 @@
 #include "actors/chip_session_actor.hpp"
 #include "actors/kv_manager_actor.hpp"
 #include "actors/metrics.hpp"
+#include "model/kernels_pool.hpp"
 
 namespace calserve::actors {
 
@@ -33,7 +34,28 @@ std::string_view to_string(device_health s) {
 device_actor::device_actor(runtime& rt, std::shared_ptr<device::device> dev, device_actor_options options,
                            metrics::calserve_metrics* metrics)
     : actor(rt, "device"), dev_(std::move(dev)), options_(std::move(options)), metrics_(metrics),
-      lifecycle_(k_device_health_table, device_health::unconfigured, "device"), jitter_(options_.jitter_seed) {}
+      lifecycle_(k_device_health_table, device_health::unconfigured, "device"), jitter_(options_.jitter_seed) {
+    if (options_.check_threads > 1) check_pool_ = std::make_unique<model::thread_pool>(options_.check_threads);
+}
+
+device_actor::~device_actor() = default;
+
+namespace {
+// The host's NaN/Inf check of a job's live rows, rows shared among the pool's threads;
+// the error names the first bad logit, whatever the split.
+void_result check_rows(std::span<const std::byte> logits, std::size_t rows, model::thread_pool* pool) {
+    if (!pool || rows <= 1) return device::check_logits_bf16(logits);
+    const std::size_t row_bytes = logits.size() / rows;
+    std::vector<void_result> found(rows);
+    pool->parallel_for(std::int64_t(rows), 1, std::int64_t(logits.size()), [&](std::int64_t b, std::int64_t e) {
+        for (auto r = std::size_t(b); r < std::size_t(e); ++r) found[r] = device::check_logits_bf16(logits.subspan(r * row_bytes, row_bytes));
+    });
+    for (std::size_t r = 0; r < rows; ++r)
+        if (!found[r])  // rebase the index onto the whole output
+            return device::check_logits_bf16(logits.first((r + 1) * row_bytes));
+    return {};
+}
+}  // namespace
 
 void device_actor::wire(address<chip_session_actor> session, address<kv_manager_actor> kv) {
     session_ = std::move(session);
@@ -290,17 +312,15 @@ void device_actor::sync_fault_metrics() {
 }
 
 void device_actor::finish_job(const job_ptr& job, const device::job_result& r) {
-    auto out = dev_->output(submodel_of(job), job->slot, "logits");
-    if (!out) return fault(out.error());
+    // D2H into the slot's host buffer (the simulator hands its buffer over), then the NaN/Inf check.
+    if (auto r = dev_->read_output(submodel_of(job), job->slot, "logits", job->logits); !r) return fault(r.error());
     const std::size_t row_bytes = std::size_t(job->vocab) * 2;
     const std::size_t live_bytes = row_bytes * job->rows.size();
-    if (out->size() < live_bytes)
+    if (job->logits.size() < live_bytes)
         return fault(make_error(status::internal, "logits output smaller than the job's live rows"));
-    // Only live rows are checked and copied: padding rows are never sampled.
-    auto live = out->first(live_bytes);
-    if (auto nan = device::check_logits_bf16(live); !nan) return fault(nan.error());
-    job->logits.resize(live_bytes / 2);
-    std::memcpy(job->logits.data(), live.data(), live_bytes);  // D2H into the slot's host buffer
+    // Only live rows are checked: padding rows are never sampled.
+    if (auto nan = check_rows(std::span<const std::byte>(job->logits).first(live_bytes), job->rows.size(), check_pool_.get()); !nan)
+        return fault(nan.error());
     job->t_done = rt().now();
     job->device_compute_s = double(r.timing.compute_end_ns - r.timing.compute_start_ns) * 1e-9;
     if (metrics_) metrics_->device_busy_seconds.inc(job->device_compute_s);

@@ -43,6 +43,10 @@
 #include "actors/lifecycle.hpp"
 #include "device/fault_points.hpp"
 
+namespace calserve::model {
+class thread_pool;
+}
+
 namespace calserve::actors {
 
 class chip_session_actor;
@@ -92,12 +96,16 @@ struct device_actor_options {
     // The injected-fault registry the device consults (may be null): faults_total{point}
     // is counted from its fires, so the metric equals what was injected, per point.
     std::shared_ptr<device::fault_registry> faults;
+    // Threads that share the NaN/Inf check of a batch's logits (runtime.sampler_threads):
+    // one pass over 16 x 151,936 BF16 values is most of a step's host time.
+    int check_threads = 1;
 };
 
 class device_actor : public actor<device_actor, device_actor_message> {
 public:
     device_actor(runtime& rt, std::shared_ptr<device::device> dev, device_actor_options options,
                  metrics::calserve_metrics* metrics);
+    ~device_actor();
     void wire(address<chip_session_actor> session, address<kv_manager_actor> kv);
     // Where state transitions (but ready <-> busy) are recorded for the console (may stay null).
     void set_journal(std::shared_ptr<engine_journal> journal) { journal_ = std::move(journal); }
@@ -147,6 +155,7 @@ private:
     std::vector<std::uint16_t> golden_logits_;  // from the first warm-up: recovery must reproduce them
     std::vector<std::uint16_t> golden_scratch_;
     std::array<std::uint64_t, device::k_fault_point_count> counted_fires_{};  // fires already in faults_total
+    std::unique_ptr<model::thread_pool> check_pool_;  // null: the check runs on the actor's thread
     std::mt19937_64 jitter_;            // reset backoff jitter; drawn only on the actor's strand
 };
 

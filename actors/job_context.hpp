@@ -27,7 +27,7 @@ struct job_context {
     std::vector<std::int64_t> counts;     // tokens fed per row
     int failed_row = -1;                  // a per-row device call (kv_apply) failed: only that row's request fails
     std::int64_t vocab = 0;
-    std::vector<std::uint16_t> logits;    // BF16, rows.size() x vocab (D2H target)
+    std::vector<std::byte> logits;        // BF16, >= rows.size() x vocab (D2H target; a padded batch's whole output)
     // The Sampler's answer per row: [0] = chosen token + logprob, then top_logprobs.
     std::vector<result<std::vector<token_logprob>>> picks;
     // Phase times (runtime clock) for metrics and the timing log.

@@ -88,13 +88,15 @@ void request_actor::on(rq_token& m) {
         return;
     }
     auto flushed = matcher_.push(decoder_.push(m.token));
-    setup_.sink->on_token(generated_token{m.token, std::move(flushed.released), m.logprob, std::move(m.top)});
     // The Sampler set `ended` before this token was sent here (message order), and
     // nobody else writes it: a complete grammar ends the request as EOS would.
     const bool grammar_done = setup_.seq->constraint && setup_.seq->constraint->ended;
+    const bool more = !flushed.stopped && !grammar_done && completion_tokens_ < setup_.seq->max_tokens;
+    // The answer goes first: the next batch waits for it, the client's stream does not.
+    if (more) (void)setup_.tick.tell(bt_continue{setup_.seq->seq}, id());
+    setup_.sink->on_token(generated_token{m.token, std::move(flushed.released), m.logprob, std::move(m.top)});
     if (flushed.stopped || grammar_done) finish(request_state::finished, finish_reason::stop, std::nullopt);
-    else if (completion_tokens_ >= setup_.seq->max_tokens) finish(request_state::finished, finish_reason::length, std::nullopt);
-    else (void)setup_.tick.tell(bt_continue{setup_.seq->seq}, id());
+    else if (!more) finish(request_state::finished, finish_reason::length, std::nullopt);
 }
 
 void request_actor::on(rq_failed& m) {

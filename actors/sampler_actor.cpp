@@ -59,7 +59,7 @@ std::optional<error_info> constraint_accept(sequence_constraint& c, token_id tok
 
 void sample_rows(job_context& job, std::size_t begin, std::size_t end, model::sampler& sampler) {
     const auto vocab = std::size_t(job.vocab);
-    std::span<const model::bf16> all(job.logits);
+    std::span<const model::bf16> all(reinterpret_cast<const model::bf16*>(job.logits.data()), job.logits.size() / 2);
     for (std::size_t r = begin; r < end; ++r) {
         auto& seq = *job.rows[r];
         std::span<const std::int32_t> tokens(seq.tokens);

@@ -40,8 +40,9 @@ decode_plan plan_decode(std::span<const seq_view> seqs, const schedule_params& p
         const bool eligible = !two || !where.other_busy || s.group == k_no_group || s.group == where.slot;
         if (!eligible) continue;
         if (s.awaiting && (!two || s.group != k_no_group)) out.awaiting = true;
-        // One group: a decoder still in the other slot's job is one step from joining.
-        if (!two && s.in_job && decoders <= params.max_batch) out.awaiting = true;
+        // One group: a decoder still in the other slot's decode job is one step from joining; one in
+        // its prefill is not waited for (the batch would idle the device for the prefill's turnaround).
+        if (!two && s.in_job && !s.in_prefill && decoders <= params.max_batch) out.awaiting = true;
         if (s.ready) ready.push_back(&s);
     }
     std::sort(ready.begin(), ready.end(), [](const seq_view* a, const seq_view* b) {

@@ -6,8 +6,10 @@
 //! prefill program is batch 1) or a decode batch of up to `max_batch` rows.
 //!   - One group (`decode_groups` 1, the default): every decoding sequence is in
 //!     one batch (up to `max_batch`); a batch waits while any decoder is still in
-//!     a job or awaiting its answer, so rows that finished a prefill join at the
-//!     next step boundary. The other slot carries prefills meanwhile.
+//!     a decode job or awaiting its answer. A sequence whose prefill is in flight
+//!     does not hold it: it joins at the first boundary after its prefill, so the
+//!     device goes from the prefill straight to the batch the host built
+//!     meanwhile. The other slot carries prefills.
 //!   - Two groups (`decode_groups` 2): with two slots and two or more decoding sequences, they form
 //!     two disjoint groups, one per slot, each at most ceil(D / 2) and
 //!     `max_batch`: a sequence remembers the slot it last decoded in (`group`),
@@ -48,7 +50,8 @@ struct seq_view {
     nanoseconds last_served{0};
     int group = k_no_group;       // decode group: the slot it last decoded in
     bool awaiting = false;        // its last token is with the Request (answer pending)
-    bool in_job = false;          // a job (prefill or decode) holds it (informational)
+    bool in_job = false;          // a job (prefill or decode) holds it
+    bool in_prefill = false;      // that job is its prefill: it joins the batch after next, never holds one
 };
 
 struct tick_state {

@@ -204,6 +204,7 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
     dopt.reset_backoff_max = std::chrono::milliseconds(cfg.integer("device.reset_backoff_max_ms"));
     dopt.jitter_seed = std::uint64_t(cfg.integer("device.sim.seed"));
     dopt.faults = faults_;
+    dopt.check_threads = int(cfg.integer("runtime.sampler_threads"));
     batch_tick_options bopt;
     bopt.max_inflight = int(cfg.integer("runtime.max_inflight"));
     bopt.max_running = max_running_;

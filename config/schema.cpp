@@ -14,7 +14,7 @@ constexpr key_spec k_schema[] = {
 
     {"server.host", string, "127.0.0.1", 0, 0, "", "HTTP listen address"},
     {"server.port", integer, "8080", 0, 65535, "", "HTTP listen port (0 picks a free port)"},
-    {"server.threads", integer, "2", 1, 64, "", "threads running the event loop"},
+    {"server.threads", integer, "2", 1, 64, "", "threads running the actors, and as many the network"},
     {"server.api_key", string, "", 0, 0, "", "bearer key required on /v1 routes; empty = open"},
     {"server.max_body_bytes", integer, "1048576", 1024, 1073741824, "", "largest accepted request body"},
     {"server.control_socket", string, "", 0, 0, "", "Unix-domain control socket path; empty = off"},

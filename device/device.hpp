@@ -116,6 +116,12 @@ public:
     // Host view of an output after its job completed; valid until the slot's next infer.
     virtual result<std::span<const std::byte>> output(std::string_view submodel, slot s,
                                                       std::string_view tensor) const = 0;
+    // D2H into a host buffer: `host` becomes the output's bytes (sized to the output).
+    // A device may hand its buffer over instead of copying (`host`'s old storage then
+    // becomes the device's); the output is consumed either way: read it once, after
+    // the job completed and before the slot's next infer. This one copies.
+    virtual void_result read_output(std::string_view submodel, slot s, std::string_view tensor,
+                                    std::vector<std::byte>& host);
 
     // --- jobs (infer, Wait) ---
     // Non-blocking: validates, snapshots the slot's inputs and queues the job.

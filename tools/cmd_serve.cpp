@@ -225,15 +225,15 @@ int run_serve(const serve_options& o) {
     metrics.requests_waiting_limit.set(double(cfg->integer("runtime.max_queued")));
     metrics.kv_wait_limit_seconds.set(double(cfg->integer("runtime.kv_wait_ms")) / 1000.0);
 
-    // Recordable: the actors run on one deterministic runtime driven in real time
-    // (traces replay exactly); the network gets its own io_context and threads.
+    // The network has its own io_context and threads: a burst of socket work (SSE
+    // writes, new requests) never queues ahead of the actors' messages on the device's
+    // critical path (docs/decisions.md). Recordable: the actors run on one
+    // deterministic runtime driven in real time (traces replay exactly).
     const std::string trace_path = cfg->string("server.trace");
     const bool recordable = cfg->boolean("runtime.recordable") || !trace_path.empty();
     const auto threads = std::size_t(cfg->integer("server.threads"));
     actors::runtime rt(recordable ? actors::run_mode::deterministic : actors::run_mode::threaded, threads);
-    std::optional<boost::asio::io_context> net_io;
-    if (recordable) net_io.emplace();
-    boost::asio::io_context& io = recordable ? *net_io : rt.context();
+    boost::asio::io_context net_io;
     std::optional<actors::realtime_driver> driver;
     if (recordable) driver.emplace(rt);
 
@@ -288,7 +288,7 @@ int run_serve(const serve_options& o) {
         },
         &metrics);
     server_options.console_state = [&console](std::uint64_t since_job) { return console.render(since_job); };
-    net::http_server server(io, front, metrics, std::move(server_options));
+    net::http_server server(net_io, front, metrics, std::move(server_options));
     auto port = server.start();
     if (!port) {
         std::cerr << "serve: cannot listen: " << port.error().what() << "\n";
@@ -302,7 +302,7 @@ int run_serve(const serve_options& o) {
     net::engine_control& control = *control_storage;
     std::optional<net::control_server> control_server;
     if (auto path = cfg->string("server.control_socket"); !path.empty()) {
-        control_server.emplace(io, control, net::control_options{path, std::nullopt});
+        control_server.emplace(net_io, control, net::control_options{path, std::nullopt});
         if (auto c = control_server->start(); !c) {
             std::cerr << "serve: cannot open the control socket: " << c.error().what() << "\n";
             server.stop();
@@ -320,7 +320,7 @@ int run_serve(const serve_options& o) {
     std::mutex mutex;
     std::condition_variable cv;
     bool stop_requested = false;
-    boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+    boost::asio::signal_set signals(net_io, SIGINT, SIGTERM);
     // Re-armed after each signal, so a second one during the drain is said, not swallowed.
     std::function<void(boost::system::error_code, int)> on_signal = [&](boost::system::error_code ec, int sig) {
         if (ec) return;
@@ -341,17 +341,14 @@ int run_serve(const serve_options& o) {
         signals.async_wait(on_signal);
     };
     signals.async_wait(on_signal);
-    boost::asio::signal_set hangups(io, SIGHUP);
+    boost::asio::signal_set hangups(net_io, SIGHUP);
     on_hangup(hangups);
     std::vector<std::thread> net_threads;
     std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> net_work;
-    if (recordable) {
-        driver->start();
-        net_work.emplace(net_io->get_executor());
-        for (std::size_t i = 0; i < threads; ++i) net_threads.emplace_back([&] { net_io->run(); });
-    } else {
-        rt.start();
-    }
+    if (recordable) driver->start();
+    else rt.start();
+    net_work.emplace(net_io.get_executor());
+    for (std::size_t i = 0; i < threads; ++i) net_threads.emplace_back([&] { net_io.run(); });
     std::function<bool()> dead;
     if (cfg->boolean("device.dead_exit"))
         dead = [&] {
@@ -374,13 +371,13 @@ int run_serve(const serve_options& o) {
     // their proper end, so clients can tell the shutdown from a network failure.
     server.stop(k_stop_grace);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let closing sockets flush
+    if (recordable && !trace_path.empty()) {
+        if (auto t = traced->stop_trace(); t) spdlog::info("serve: trace {}", *t);
+    }
+    net_work.reset();
+    net_io.stop();
+    for (auto& t : net_threads) t.join();
     if (recordable) {
-        if (!trace_path.empty()) {
-            if (auto t = traced->stop_trace(); t) spdlog::info("serve: trace {}", *t);
-        }
-        net_work.reset();
-        net_io->stop();
-        for (auto& t : net_threads) t.join();
         traced.reset();
         driver->stop();
     } else {

@@ -103,6 +103,25 @@ void_result sim_device::write_csr_row(std::string_view submodel, slot s, std::st
 result<std::span<const std::byte>> sim_device::output(std::string_view submodel, slot s,
                                                       std::string_view tensor) const {
     std::lock_guard lock(mutex_);
+    auto k = output_index(submodel, s, tensor);
+    if (!k) return k.error();
+    auto index = find_index(submodel);
+    return std::span<const std::byte>(buffers(*index, s).outputs[*k]);
+}
+
+void_result sim_device::read_output(std::string_view submodel, slot s, std::string_view tensor,
+                                    std::vector<std::byte>& host) {
+    std::lock_guard lock(mutex_);
+    auto k = output_index(submodel, s, tensor);
+    if (!k) return k.error();
+    auto& b = buffers(*find_index(submodel), s);
+    b.outputs[*k].swap(host);
+    b.output_valid = false;  // consumed: the next completed job writes it again
+    return {};
+}
+
+// mutex_ held: which output of the slot `tensor` is, once its job completed and before it was read.
+result<std::size_t> sim_device::output_index(std::string_view submodel, slot s, std::string_view tensor) const {
     auto index = find_index(submodel);
     if (!index) return index.error();
     if (auto r = slot_idle(slot_job_[index_of(s)], s); !r) return r.error();
@@ -112,7 +131,7 @@ result<std::span<const std::byte>> sim_device::output(std::string_view submodel,
         if (sm.outputs[k].name != tensor) continue;
         if (!b.output_valid)
             return make_error(status::not_found, sm.name + "/" + std::string(tensor) + " holds no completed job's output");
-        return std::span<const std::byte>(b.outputs[k]);
+        return k;
     }
     return make_error(status::invalid_argument, sm.name + " has no output named '" + std::string(tensor) + "'");
 }

@@ -96,6 +96,9 @@ public:
     void_result write_csr_row(std::string_view submodel, slot s, std::string_view csr, std::int64_t row,
                               std::uint32_t value) override;
     result<std::span<const std::byte>> output(std::string_view submodel, slot s, std::string_view tensor) const override;
+    // Hands the output buffer over (no copy: the D2H cost is the latency model's d2h_ms).
+    void_result read_output(std::string_view submodel, slot s, std::string_view tensor,
+                            std::vector<std::byte>& host) override;
 
     result<job_id> infer(std::string_view submodel, slot s, seq_id sequence) override;
     result<job_id> infer_rows(std::string_view submodel, slot s, std::span<const seq_id> rows) override;
@@ -149,7 +152,7 @@ private:
         job_fate fate = job_fate::ok;
         bool poison_logits = false;
         job_timing timing;
-        std::vector<float> logits;  // filled by the compute stage
+        std::vector<std::byte> logits_out;  // the logits output as the device writes it, by the compute stage
         bool compute_done = false;
         bool timer_done = false;
         bool finished = false;
@@ -204,7 +207,9 @@ private:
     void on_timer(job_id id);
     void complete_head(pending_calls& calls);
     void finish(job& j, pending_calls& calls);
+    void encode_logits(const job& j, std::vector<float>& logits, std::vector<std::byte>& out) const;  // no lock
     void write_logits(job& j);
+    result<std::size_t> output_index(std::string_view submodel, slot s, std::string_view tensor) const;
     void set_state(device_state next, std::string why);
     void discard_all(std::string_view why, pending_calls& calls);
     void post_model_task(std::function<void()> task);
@@ -235,8 +240,11 @@ private:
     std::vector<memory_usage> memory_;
     // Logits buffers of finished jobs, reused by the next computes (one per slot is
     // enough): a B16 step's 9.7 MB was allocated, zeroed and freed every step.
+    // The compute stage also encodes the output (BF16) off the completion path, which then
+    // only swaps it into the slot's buffer; the slot's previous buffer is the next spare.
     static constexpr std::size_t k_spare_logits = 2;
-    std::vector<std::vector<float>> spare_logits_;  // guarded by mutex_
+    std::vector<std::vector<float>> spare_logits_;       // guarded by mutex_
+    std::vector<std::vector<std::byte>> spare_encoded_;  // guarded by mutex_
 
     std::mutex model_mutex_;  // the reference model is not thread-safe
     std::unique_ptr<model::causal_lm> model_;

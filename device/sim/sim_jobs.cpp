@@ -289,6 +289,7 @@ void_result sim_device::compute_rows(job& j, std::vector<float>& logits) {
 
 void sim_device::run_model(const job_ptr& j) {
     std::vector<float> logits;
+    std::vector<std::byte> encoded;
     void_result r;
     {
         std::lock_guard model_lock(model_mutex_);
@@ -299,15 +300,21 @@ void sim_device::run_model(const job_ptr& j) {
                 logits = std::move(spare_logits_.back());
                 spare_logits_.pop_back();
             }
+            if (!spare_encoded_.empty()) {
+                encoded = std::move(spare_encoded_.back());
+                spare_encoded_.pop_back();
+            }
         }
         r = compute_rows(*j, logits);
     }
+    if (r) encode_logits(*j, logits, encoded);
     pending_calls calls;
     {
         std::lock_guard lock(mutex_);
+        if (spare_logits_.size() < k_spare_logits) spare_logits_.push_back(std::move(logits));
         if (j->epoch != epoch_) return;
         if (!r) j->outcome = make_error(r.code() == status::ok ? status::internal : r.code(), "reference model: " + r.error().what());
-        j->logits = std::move(logits);
+        j->logits_out = std::move(encoded);
         on_compute_done(j, calls);
     }
     run_calls(calls);
@@ -338,27 +345,46 @@ void sim_device::complete_head(pending_calls& calls) {
     }
 }
 
+// What the device writes into the logits output: an injected NaN fault poisons every
+// live row (so a host checking only its rows still sees it), then the output's dtype;
+// elements past the computed rows are zero.
+void sim_device::encode_logits(const job& j, std::vector<float>& logits, std::vector<std::byte>& out) const {
+    const auto& sm = spec_.submodels[j.submodel_index];
+    const std::size_t vocab = static_cast<std::size_t>(spec_.vocab_size);
+    if (j.poison_logits) {
+        for (std::size_t row = 0; row < j.rows.size(); ++row) {
+            if (j.rows[row] == k_padding_row || (row + 1) * vocab > logits.size()) continue;
+            logits[row * vocab] = std::numeric_limits<float>::quiet_NaN();
+            logits[row * vocab + vocab / 2] = std::numeric_limits<float>::infinity();
+        }
+    }
+    out.clear();
+    for (const auto& t : sm.outputs) {
+        if (t.name != "logits") continue;
+        out.resize(t.bytes);
+        const std::size_t n = std::min<std::size_t>(logits.size(), static_cast<std::size_t>(t.elements()));
+        std::size_t written = 0;
+        if (t.type == dtype::bf16) {
+            store_bf16(std::span<const float>(logits.data(), n), out);
+            written = n * 2;
+        } else if (t.type == dtype::fp32) {
+            std::memcpy(out.data(), logits.data(), n * sizeof(float));
+            written = n * sizeof(float);
+        }
+        std::fill(out.begin() + std::ptrdiff_t(std::min(written, out.size())), out.end(), std::byte{0});
+    }
+}
+
 void sim_device::write_logits(job& j) {
     const auto& sm = spec_.submodels[j.submodel_index];
     auto& b = buffers(j.submodel_index, j.slot);
-    const std::size_t vocab = static_cast<std::size_t>(spec_.vocab_size);
-    if (j.poison_logits) {  // every live row, so a host checking only its rows still sees it
-        for (std::size_t row = 0; row < j.rows.size(); ++row) {
-            if (j.rows[row] == k_padding_row || (row + 1) * vocab > j.logits.size()) continue;
-            j.logits[row * vocab] = std::numeric_limits<float>::quiet_NaN();
-            j.logits[row * vocab + vocab / 2] = std::numeric_limits<float>::infinity();
-        }
-    }
     for (std::size_t k = 0; k < sm.outputs.size(); ++k) {
         const auto& t = sm.outputs[k];
-        if (b.outputs[k].size() != t.bytes) b.outputs[k].assign(t.bytes, std::byte{0});
-        if (t.name != "logits") continue;
-        const std::size_t n = std::min<std::size_t>(j.logits.size(), static_cast<std::size_t>(t.elements()));
-        if (t.type == dtype::bf16) {
-            store_bf16(std::span<const float>(j.logits.data(), n), b.outputs[k]);
-        } else if (t.type == dtype::fp32) {
-            std::memcpy(b.outputs[k].data(), j.logits.data(), n * sizeof(float));
+        if (t.name == "logits" && j.logits_out.size() == t.bytes) {
+            b.outputs[k].swap(j.logits_out);  // encoded by the compute stage
+            continue;
         }
+        if (b.outputs[k].size() != t.bytes) b.outputs[k].assign(t.bytes, std::byte{0});
     }
     b.output_valid = true;
 }
@@ -389,8 +415,8 @@ void sim_device::finish(job& j, pending_calls& calls) {
         job_result r{j.id, sm.name, j.slot, j.sequence, j.row_tokens, j.past + j.row_tokens, j.timing, j.rows};
         j.outcome = std::move(r);
     }
-    if (spare_logits_.size() < k_spare_logits && !j.logits.empty()) spare_logits_.push_back(std::move(j.logits));
-    std::vector<float>().swap(j.logits);  // release what is not kept (`= {}` would keep its capacity)
+    if (spare_encoded_.size() < k_spare_logits && !j.logits_out.empty()) spare_encoded_.push_back(std::move(j.logits_out));
+    std::vector<std::byte>().swap(j.logits_out);  // release what is not kept (`= {}` would keep its capacity)
     if (j.callback && !j.delivered) {
         j.delivered = true;
         calls.push_back([cb = std::move(j.callback), o = *j.outcome]() mutable { cb(std::move(o)); });

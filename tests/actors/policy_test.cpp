@@ -140,12 +140,15 @@ TEST_CASE("plan_next_job table (one decode group)", "[actors][schedule]") {
     };
     auto awaiting = [](seq_view s) { s.ready = false; s.awaiting = true; return s; };
     auto in_flight = [](seq_view s) { s.ready = false; s.in_job = true; return s; };
+    auto prefilling = [](seq_view s) { s.ready = false; s.in_job = true; s.in_prefill = true; return s; };
     std::vector<row> rows = {
         {"every decoder in one batch, groups ignored", 16,
          {decode_seq(1, 4, 1), decode_seq(2, 3, 0), decode_seq(3, 2), decode_seq(4, 1, 1)}, {0, true}, {},
          decode({1, 2, 3, 4})},
         {"a decoder in the other slot's job holds the batch: it joins at the step boundary", 16,
          {decode_seq(1, 0), decode_seq(2, 0), in_flight(decode_seq(3, 0))}, {0, true}, {}, std::nullopt},
+        {"a sequence in its prefill does not hold the batch: it joins at the next boundary", 16,
+         {decode_seq(1, 0), decode_seq(2, 0), prefilling(decode_seq(3, 0))}, {0, true}, {}, decode({1, 2})},
         {"an awaiting decoder holds the batch", 16, {decode_seq(1, 0), awaiting(decode_seq(2, 0))}, {1, false}, {},
          std::nullopt},
         {"held batch: a waiting prefill takes the free slot once the round is done", 16,

@@ -1,11 +1,12 @@
 // Host work of one B16 decode step, the part of a step the device cannot hide:
 // the BatchTick's plan over 32 admitted sequences, sampling 16 rows of 151,936
 // BF16 logits (the Sampler actor's sample_batch with runtime.sampler_threads=2),
-// and streaming each row's token (stream decoder, stop matcher, the OpenAI SSE
+// the NaN/Inf check of those logits, and streaming each row's token (stream decoder, stop matcher, the OpenAI SSE
 // chunk). Issue bar: < 1 ms per step. Greedy and top-p (T 0.8, p 0.95) rows.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <fstream>
@@ -14,6 +15,7 @@
 
 #include "actors/sampler_actor.hpp"
 #include "actors/schedule_policy.hpp"
+#include "device/device.hpp"
 #include "model/bf16.hpp"
 #include "model/kernels_pool.hpp"
 #include "model/stop_matcher.hpp"
@@ -59,10 +61,13 @@ struct step_fixture {
         std::mt19937 gen(11);
         std::normal_distribution<float> normal(0.0f, 2.0f);
         job.vocab = std::int64_t(k_vocab);
-        job.logits.resize(k_rows * k_vocab);
-        for (auto& x : job.logits) x = model::f32_to_bf16(normal(gen));
+        std::vector<model::bf16> logits(k_rows * k_vocab);
+        for (auto& x : logits) x = model::f32_to_bf16(normal(gen));
+        for (std::size_t r = 0; r < k_rows; ++r)
+            for (int j = 0; j < 8; ++j) logits[r * k_vocab + gen() % 30000] = model::f32_to_bf16(12.0f + float(j));
+        job.logits.resize(logits.size() * sizeof(model::bf16));
+        std::memcpy(job.logits.data(), logits.data(), job.logits.size());
         for (std::size_t r = 0; r < k_rows; ++r) {
-            for (int j = 0; j < 8; ++j) job.logits[r * k_vocab + gen() % 30000] = model::f32_to_bf16(12.0f + float(j));
             auto seq = std::make_shared<sequence_state>();
             seq->seq = r + 1;
             seq->tokens = {9707, 11, 1879};
@@ -102,6 +107,8 @@ void host_step(benchmark::State& state, bool greedy) {
     for (auto _ : state) {
         auto plan = plan_next_job(f.views, {}, params, std::chrono::milliseconds(1), slot_view{0, true});
         benchmark::DoNotOptimize(plan);
+        auto finite = device::check_logits_bf16(f.job.logits);  // the DeviceActor's check after D2H
+        benchmark::DoNotOptimize(finite);
         sample_batch(f.job, samplers, &pool);
         for (std::size_t r = 0; r < k_rows; ++r) {
             auto& seq = *f.job.rows[r];

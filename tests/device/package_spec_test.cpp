@@ -3,6 +3,9 @@
 // of full context the KV region holds; what the device cannot represent is refused.
 #include <catch2/catch.hpp>
 
+#include <span>
+
+#include "device/device.hpp"
 #include "device/package_spec.hpp"
 #include "model/package/pack.hpp"
 #include "tests/support/test_paths.hpp"
@@ -114,5 +117,29 @@ TEST_CASE("package_spec refuses profiles the device cannot represent") {
         auto p = loaded();
         p.batch = 8;
         CHECK(package_spec_from(p).code() == status::package_invalid);
+    }
+}
+
+TEST_CASE("check_logits_bf16 finds every Inf and NaN, at any position, and only those", "[device][logits]") {
+    // Edge encodings: largest finite, smallest normal/subnormal, zeros, both infinities, quiet and signalling NaNs.
+    const std::vector<std::uint16_t> finite = {0x0000, 0x8000, 0x0001, 0x0080, 0x3f80, 0xbf80, 0x7f7f, 0xff7f, 0x7f00};
+    const std::vector<std::uint16_t> bad = {0x7f80, 0xff80, 0x7fc0, 0xffc0, 0x7f81, 0xffff};
+    for (std::size_t n : {std::size_t(1), std::size_t(3), std::size_t(4), std::size_t(5), std::size_t(8191),
+                          std::size_t(8192), std::size_t(8193), std::size_t(20011)}) {
+        std::vector<std::uint16_t> v(n);
+        for (std::size_t i = 0; i < n; ++i) v[i] = finite[i % finite.size()];
+        auto bytes = std::as_bytes(std::span(v));
+        REQUIRE(check_logits_bf16(bytes).ok());
+        for (std::size_t at : {std::size_t(0), n / 2, n - 1}) {
+            for (auto b : bad) {
+                auto w = v;
+                w[at] = b;
+                auto wb = std::as_bytes(std::span(w));
+                auto r = check_logits_bf16(wb);
+                INFO("n=" << n << " at=" << at << " value=" << b);
+                REQUIRE(r.code() == status::logits_nan);
+                REQUIRE(r.error().what() == "logits_nan: logit " + std::to_string(at) + " is not finite");
+            }
+        }
     }
 }

@@ -122,6 +122,34 @@ TEST_CASE("a slot's buffers belong to the device while its job runs") {
     CHECK(f.dev->output(k_prefill, slot::pong, "logits").code() == status::not_found);
 }
 
+TEST_CASE("read_output hands the completed output to the host once, equal to output()") {
+    test::sim_fixture f;
+    REQUIRE(f.dev->kv_allocate(1, 32).ok());
+    std::vector<std::byte> host(7, std::byte{1});  // any old storage: it becomes the device's
+    CHECK(f.dev->read_output(k_prefill, slot::ping, "logits", host).code() == status::not_found);
+    auto a = f.submit(k_prefill, slot::ping, 1, {1, 2});
+    REQUIRE(a.ok());
+    CHECK(f.dev->read_output(k_prefill, slot::ping, "logits", host).code() == status::invalid_argument);  // running
+    REQUIRE(f.dev->wait(*a, 1s).ok());
+    auto view = f.dev->output(k_prefill, slot::ping, "logits");
+    REQUIRE(view.ok());
+    const std::vector<std::byte> expected(view->begin(), view->end());
+    REQUIRE(f.dev->read_output(k_prefill, slot::ping, "logits", host).ok());
+    CHECK(host == expected);
+    CHECK(check_logits_bf16(host).ok());
+    CHECK(f.dev->read_output(k_prefill, slot::ping, "logits", host).code() == status::not_found);  // consumed
+    CHECK(host == expected);  // the failed read left the host's copy alone
+
+    // The next job on the slot writes a whole output again, whatever storage the device got back.
+    auto b = f.submit(k_decode, slot::ping, 1, {3});
+    REQUIRE(b.ok());
+    REQUIRE(f.dev->wait(*b, 1s).ok());
+    std::vector<std::byte> next;
+    REQUIRE(f.dev->read_output(k_decode, slot::ping, "logits", next).ok());
+    CHECK(next.size() == std::size_t(f.dev->package().vocab_size) * 2);  // batch-1 decode: one row
+    CHECK(check_logits_bf16(next).ok());
+}
+
 TEST_CASE("CSR, slice and missing-tensor errors are request faults") {
     test::sim_fixture f;
     REQUIRE(f.dev->kv_allocate(1, 32).ok());
