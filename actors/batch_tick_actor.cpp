@@ -161,6 +161,13 @@ void batch_tick_actor::on(bt_slot_free& m) {
     job_ended(m.rows, false);
     for (auto seq : m.unrun)
         if (auto it = entries_.find(seq); it != entries_.end()) it->second.awaiting = false;
+    for (auto seq : m.go_on) {
+        auto it = entries_.find(seq);
+        if (it == entries_.end() || it->second.finishing || !it->second.awaiting) continue;
+        it->second.awaiting = false;
+        it->second.last_served = rt().now();
+        ++it->second.answers_to_skip;
+    }
     schedule();
 }
 
@@ -185,8 +192,10 @@ void batch_tick_actor::job_ended(const std::vector<sequence_id>& rows, bool lost
 
 void batch_tick_actor::on(bt_continue& m) {
     if (auto it = entries_.find(m.seq); it != entries_.end()) {
-        it->second.awaiting = false;
         it->second.last_served = rt().now();
+        // The answer for a token it already went on past must not release a later one.
+        if (it->second.answers_to_skip > 0) --it->second.answers_to_skip;
+        else it->second.awaiting = false;
     }
     schedule();
 }

@@ -20,7 +20,9 @@
 //! awaiting (its token went to the Request, which answers continue/finish),
 //! finishing (terminal: release once no job holds it), reprefill (the device
 //! lost its KV: the next job re-prefills prompt + generated tokens), growing (a
-//! kv_grow is out), group (the slot it last decoded in).
+//! kv_grow is out), group (the slot it last decoded in). A row whose token cannot
+//! have ended it (bt_slot_free::go_on) stops awaiting at once: the batch need not
+//! wait for its Request, whose answer for that token is then only counted.
 //! Invariants: a sequence is in at most one job; KV is released exactly once,
 //! and never while a job holds the sequence; a slot carries one job at a time;
 //! a job never feeds a sequence past its reservation (tokens <= kv_tokens).
@@ -79,6 +81,7 @@ private:
         bool started = false;
         bool on_device = false;               // a job ran it: the next one decodes unless reprefill
         bool growing = false;
+        int answers_to_skip = 0;              // tokens it went on past (go_on): their answers only count
         int group = k_no_group;
         std::chrono::nanoseconds last_served{0};
     };

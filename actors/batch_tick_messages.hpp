@@ -33,6 +33,9 @@ struct bt_slot_free {
     device::slot slot = device::slot::ping;
     std::vector<sequence_id> rows;
     std::vector<sequence_id> unrun;
+    // Sampled rows whose token cannot have ended them (sequence_state::cannot_have_ended):
+    // schedulable at once; their Request's answer for that token is then only counted.
+    std::vector<sequence_id> go_on;
 };
 // The Request consumed its token and wants the next one.
 struct bt_continue {

@@ -112,6 +112,7 @@ void chip_session_actor::on(cs_sampled& m) {
     const double wall_s = std::chrono::duration<double>(job.t_done - job.t_fill).count();
     // A batched job's compute is shared evenly by its rows: summed over requests, each job counts once.
     const double device_s = job.device_compute_s / double(std::max<std::size_t>(1, job.rows.size()));
+    std::vector<sequence_id> go_on;
     for (std::size_t r = 0; r < job.rows.size(); ++r) {
         auto request = lookup_(job.rows[r]->seq);
         if (!request.valid()) continue;  // finished meanwhile: its bt_finish is with the BatchTick
@@ -126,10 +127,11 @@ void chip_session_actor::on(cs_sampled& m) {
         token.device_s = device_s;
         token.device_wall_s = wall_s;
         (void)request.tell(std::move(token), id());
+        if (job.rows[r]->cannot_have_ended()) go_on.push_back(job.rows[r]->seq);
     }
     s.spare = std::move(m.job->logits);  // consumed: the buffer may take the next job
     record(s, job, job_outcome::ok);
-    free_slot(s, true);
+    free_slot(s, true, std::move(go_on));
 }
 
 // A request- or model-level fault of the job. When one row's device call failed, only that row's
@@ -150,10 +152,10 @@ void chip_session_actor::fail_rows(slot_data& s, const job_ptr& job, const error
     (void)tick_.tell(bt_slot_free{job->slot, job->row_ids(), std::move(unrun)}, id());
 }
 
-void chip_session_actor::free_slot(slot_data& s, bool tell_tick) {
+void chip_session_actor::free_slot(slot_data& s, bool tell_tick, std::vector<sequence_id> go_on) {
     auto job = std::move(s.job);
     s.life.transition_to(slot_state::free);
-    if (tell_tick && job) (void)tick_.tell(bt_slot_free{job->slot, job->row_ids(), {}}, id());
+    if (tell_tick && job) (void)tick_.tell(bt_slot_free{job->slot, job->row_ids(), {}, std::move(go_on)}, id());
 }
 
 void chip_session_actor::on(cs_device_down&) {

@@ -11,6 +11,7 @@
 //! (also after a device reset: re-prefill of prompt + generated so far),
 //! otherwise exactly one decode token. tokens.size() <= kv_tokens <= full_tokens
 //! before each job (the BatchTick grows the reservation first).
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -53,9 +54,20 @@ struct sequence_state {
     model::request_rng rng;
     std::chrono::nanoseconds arrived{0};
     std::unique_ptr<sequence_constraint> constraint;  // null = unconstrained
+    // What can end it besides length (the Request decides; these let the ChipSession
+    // tell the rows whose last token cannot have ended them: see cannot_have_ended).
+    std::vector<token_id> stop_ids;       // request stop ids, plus EOS unless ignore_eos
+    bool stop_strings = false;            // only the Request's stop matcher can judge a token
 
     std::int64_t generated() const { return std::int64_t(tokens.size()) - prompt_len; }
     std::int64_t pending_tokens() const { return std::int64_t(tokens.size()) - device_len; }
+    // The token just sampled cannot have ended the sequence: not a stop id, under
+    // max_tokens, and nothing only the Request can judge (stop strings, a grammar). Such
+    // a row may run its next step before its Request's answer arrives.
+    bool cannot_have_ended() const {
+        if (stop_strings || constraint || generated() >= max_tokens || generated() <= 0) return false;
+        return std::find(stop_ids.begin(), stop_ids.end(), tokens.back()) == stop_ids.end();
+    }
 };
 using sequence_ptr = std::shared_ptr<sequence_state>;
 

@@ -296,6 +296,8 @@ void_result serving_engine::submit(generation_request request, std::shared_ptr<g
     rs.stop = std::move(request.stop);
     rs.stop_ids = std::move(request.stop_token_ids);
     if (!request.ignore_eos) rs.stop_ids.insert(rs.stop_ids.end(), eos_ids_.begin(), eos_ids_.end());
+    seq->stop_ids = rs.stop_ids;
+    seq->stop_strings = !rs.stop.empty();
     auto ms = request.timeout.count() > 0 ? request.timeout.count() : default_timeout_ms_;
     rs.timeout = std::chrono::milliseconds(ms);
     rs.tick = tick_;

@@ -1,6 +1,8 @@
 // Continuous batching on the deterministic runtime: batch composition changing
 // every step, outputs equal to solo runs, preemption by recompute under a KV
 // cap, and device faults with batches in flight.
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 #include <random>
 
@@ -69,6 +71,47 @@ TEST_CASE("batched greedy and seeded streams equal their solo runs", "[engine][b
         CHECK(s.sink->result.reason == finish_reason::length);
         CHECK(s.sink->tokens == solo(cfg, false, s.request));
     }
+    CHECK(h.engine->kv_manager().pool().reserved_blocks() == 0);
+    CHECK(h.rt.failures().empty());
+}
+
+TEST_CASE("rows ending on a stop id stop there and no row runs a step past its end", "[engine][batching]") {
+    // A row whose token cannot end it goes on before its Request answers; a stop id
+    // must still end it at once, and an answer for an earlier token must not let it
+    // run one more step. Decode rows (the batch_size histogram's sum) count every step.
+    const std::vector<std::string> cfg{"runtime.max_batch=8", "log.level=warn"};
+    engine_harness h(cfg);
+    constexpr std::int64_t k_max = 12;
+    std::vector<stream> streams;
+    std::vector<std::vector<token_id>> expected;
+    double decode_rows = 0;
+    for (int i = 0; i < 10; ++i) {
+        stream s;
+        s.id = "e" + std::to_string(i);
+        s.request = h.greedy(s.id, calserve::test::random_prompt(700 + i, 3 + i % 7), k_max);
+        auto full = solo(cfg, false, s.request);
+        REQUIRE(full.size() == std::size_t(k_max));
+        auto want = full;
+        if (i % 2 == 0) {
+            s.request.stop_token_ids = {full[std::size_t(2 + i % 5)]};
+            want.assign(full.begin(), std::find(full.begin(), full.end(), full[std::size_t(2 + i % 5)]));
+        }
+        const auto sampled = want.size() + (want.size() < full.size() ? 1 : 0);  // the stop id is sampled too
+        decode_rows += double(sampled - 1);  // the first token comes from the prefill
+        expected.push_back(std::move(want));
+        streams.push_back(std::move(s));
+    }
+    for (auto& s : streams) REQUIRE(h.engine->submit(s.request, s.sink).ok());
+    h.run_until_done();
+    CHECK(mean_batch(h) > 1.5);
+    for (std::size_t i = 0; i < streams.size(); ++i) {
+        INFO(streams[i].id);
+        REQUIRE(streams[i].sink->finishes == 1);
+        CHECK(streams[i].sink->tokens == expected[i]);
+        CHECK(streams[i].sink->result.reason ==
+              (expected[i].size() < std::size_t(k_max) ? finish_reason::stop : finish_reason::length));
+    }
+    CHECK(h.metrics.batch_size.sum() == decode_rows);
     CHECK(h.engine->kv_manager().pool().reserved_blocks() == 0);
     CHECK(h.rt.failures().empty());
 }
