@@ -193,9 +193,13 @@ void batch_tick_actor::job_ended(const std::vector<sequence_id>& rows, bool lost
 void batch_tick_actor::on(bt_continue& m) {
     if (auto it = entries_.find(m.seq); it != entries_.end()) {
         it->second.last_served = rt().now();
-        // The answer for a token it already went on past must not release a later one.
-        if (it->second.answers_to_skip > 0) --it->second.answers_to_skip;
-        else it->second.awaiting = false;
+        // The answer for a token it already went on past must not release a later one,
+        // and changes nothing the schedule reads.
+        if (it->second.answers_to_skip > 0) {
+            --it->second.answers_to_skip;
+            return;
+        }
+        it->second.awaiting = false;
     }
     schedule();
 }

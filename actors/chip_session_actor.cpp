@@ -108,17 +108,26 @@ void chip_session_actor::on(cs_job_done& m) {
 void chip_session_actor::on(cs_sampled& m) {
     if (!current(m.job)) return;
     auto& s = slot_of(m.job);
-    const auto& job = *m.job;
-    const double wall_s = std::chrono::duration<double>(job.t_done - job.t_fill).count();
-    // A batched job's compute is shared evenly by its rows: summed over requests, each job counts once.
-    const double device_s = job.device_compute_s / double(std::max<std::size_t>(1, job.rows.size()));
+    const job_ptr job = m.job;
+    // Read before the slot goes back: the next job owns the rows' sequences from then on.
+    std::vector<address<request_actor>> requests(job->rows.size());
     std::vector<sequence_id> go_on;
-    for (std::size_t r = 0; r < job.rows.size(); ++r) {
-        auto request = lookup_(job.rows[r]->seq);
-        if (!request.valid()) continue;  // finished meanwhile: its bt_finish is with the BatchTick
-        const auto& outcome = job.picks[r];
+    for (std::size_t r = 0; r < job->rows.size(); ++r) {
+        requests[r] = lookup_(job->rows[r]->seq);  // invalid: finished meanwhile, its bt_finish is with the BatchTick
+        if (requests[r].valid() && job->picks[r] && job->rows[r]->cannot_have_ended()) go_on.push_back(job->rows[r]->seq);
+    }
+    s.spare = std::move(job->logits);  // consumed: the buffer may take the next job
+    record(s, *job, job_outcome::ok);
+    // The BatchTick first: the next step waits for it, the Requests' streaming does not.
+    free_slot(s, true, std::move(go_on));
+    const double wall_s = std::chrono::duration<double>(job->t_done - job->t_fill).count();
+    // A batched job's compute is shared evenly by its rows: summed over requests, each job counts once.
+    const double device_s = job->device_compute_s / double(std::max<std::size_t>(1, job->rows.size()));
+    for (std::size_t r = 0; r < job->rows.size(); ++r) {
+        if (!requests[r].valid()) continue;
+        const auto& outcome = job->picks[r];
         if (!outcome) {
-            (void)request.tell(rq_failed{outcome.error()}, id());
+            (void)requests[r].tell(rq_failed{outcome.error()}, id());
             continue;
         }
         const auto& picks = *outcome;
@@ -126,12 +135,8 @@ void chip_session_actor::on(cs_sampled& m) {
         token.top.assign(picks.begin() + 1, picks.end());
         token.device_s = device_s;
         token.device_wall_s = wall_s;
-        (void)request.tell(std::move(token), id());
-        if (job.rows[r]->cannot_have_ended()) go_on.push_back(job.rows[r]->seq);
+        (void)requests[r].tell(std::move(token), id());
     }
-    s.spare = std::move(m.job->logits);  // consumed: the buffer may take the next job
-    record(s, job, job_outcome::ok);
-    free_slot(s, true, std::move(go_on));
 }
 
 // A request- or model-level fault of the job. When one row's device call failed, only that row's
