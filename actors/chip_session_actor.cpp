@@ -154,7 +154,7 @@ void chip_session_actor::fail_rows(slot_data& s, const job_ptr& job, const error
     record(s, *job, job_outcome::failed);
     s.job = nullptr;
     s.life.transition_to(slot_state::free);
-    (void)tick_.tell(bt_slot_free{job->slot, job->row_ids(), std::move(unrun)}, id());
+    (void)tick_.tell(bt_slot_free{job->slot, job->row_ids(), std::move(unrun), {}}, id());
 }
 
 void chip_session_actor::free_slot(slot_data& s, bool tell_tick, std::vector<sequence_id> go_on) {

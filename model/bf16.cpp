@@ -252,6 +252,18 @@ simd_level detected_simd_level() {
     return level;
 }
 
+namespace {
+CALSERVE_BASELINE_KERNEL bool probe_avx512() {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f");
+}
+}  // namespace
+
+bool avx512_available() {
+    static const bool available = probe_avx512();
+    return available;
+}
+
 simd_level usable_simd_level(simd_level wanted) {
     return wanted == simd_level::avx2 && detected_simd_level() != simd_level::avx2 ? simd_level::scalar : wanted;
 }

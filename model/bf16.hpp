@@ -32,6 +32,9 @@ enum class simd_level : std::uint8_t { scalar, avx2 };
 simd_level detected_simd_level();
 /// `wanted` if this CPU supports it, else scalar (lets tests force a path safely).
 simd_level usable_simd_level(simd_level wanted);
+/// Whether this CPU has AVX-512F (checked once): kernels with an AVX-512 form that
+/// gives the same bits as their AVX2 form use it then.
+bool avx512_available();
 
 constexpr float bf16_to_f32(bf16 v) noexcept { return std::bit_cast<float>(static_cast<std::uint32_t>(v) << 16); }
 

@@ -40,6 +40,12 @@ void dot_rows(const tensor_view& w, std::int64_t r0, std::int64_t r1, const floa
 void dot_rows_multi(const tensor_view& w, std::int64_t r0, std::int64_t r1, const float* x, std::int64_t nvec,
                     std::int64_t ldx, float* y, std::int64_t ldy);
 
+// Whether the BF16 dot kernels (dot_rows, dot_rows_multi, linear) run their AVX-512
+// form: on a CPU with AVX-512F unless disallowed. Both forms give the same bits;
+// tests compare them, benchmarks time them.
+bool bf16_dot_avx512();
+void allow_bf16_dot_avx512(bool allowed);
+
 // How `linear` may trade exactness for speed. `row_exact`: every row of Y equals
 // what linear gives for that row alone (t = 1), bit for bit, for any t (decode
 // batches). `fastest`: the same for t <= 16; larger t (prefill) uses sgemm.

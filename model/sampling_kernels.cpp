@@ -487,16 +487,6 @@ CALSERVE_AVX512_ISA weight_sum exp_weights_bf16_avx512(const bf16* p, std::size_
 
 #pragma GCC diagnostic pop
 
-CALSERVE_BASELINE_KERNEL bool probe_avx512() {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f");
-}
-
-bool avx512_available() {
-    static const bool available = probe_avx512();
-    return available;
-}
-
 CALSERVE_AVX2_ISA std::size_t next_above_bf16_avx2(const bf16* p, std::size_t from, std::size_t end,
                                                    std::int16_t key) {
     const __m256i vt = _mm256_set1_epi16(key);

@@ -156,6 +156,15 @@ void decode_bench(benchmark::State& state, model::transformer& m) {
 void BM_decode_qwen3_0_6b_bf16(benchmark::State& state) { decode_bench(state, shared_model()); }
 BENCHMARK(BM_decode_qwen3_0_6b_bf16)->Arg(1)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
 
+// The same with the BF16 dot kernels held to their AVX2 form (same bits; on a CPU
+// without AVX-512 both benchmarks time the AVX2 form).
+void BM_decode_qwen3_0_6b_bf16_avx2(benchmark::State& state) {
+    model::allow_bf16_dot_avx512(false);
+    decode_bench(state, shared_model());
+    model::allow_bf16_dot_avx512(true);
+}
+BENCHMARK(BM_decode_qwen3_0_6b_bf16_avx2)->Arg(1)->Arg(4)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
+
 // The same checkpoint as a Q8_0 GGUF (tied embeddings: the table is read once, in Q8_0).
 void BM_decode_qwen3_0_6b_q8_0(benchmark::State& state) { decode_bench(state, shared_q8_model()); }
 BENCHMARK(BM_decode_qwen3_0_6b_q8_0)->Arg(1)->Arg(4)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "model/bf16.hpp"
 #include "model/kernels.hpp"
 #include "tests/model/transformer_fixture.hpp"
 
@@ -101,6 +102,27 @@ TEST_CASE("dot_rows_multi sums every vector exactly as dot_rows does", "[kernels
                     CHECK(same_bits(multi.data() + k * w.view.rows, one.data(), one.size()));
                 }
             }
+        }
+    }
+}
+
+TEST_CASE("the BF16 dot kernels' AVX-512 form gives the AVX2 form's bits", "[kernels][batch]") {
+    if (!model::avx512_available()) {
+        WARN("no AVX-512 on this CPU: both forms are the AVX2 one");
+        return;
+    }
+    for (std::int64_t cols : {8, 31, 64, 1027, 3072}) {  // below one chunk, tails of 8 and of 1..7
+        test_matrix w(model::dtype::bf16, 29, cols, 11);
+        for (std::int64_t nvec = 1; nvec <= 9; ++nvec) {
+            INFO("cols " << cols << " nvec " << nvec);
+            const auto x = random_floats(static_cast<std::size_t>(nvec * cols), static_cast<unsigned>(100 + nvec));
+            std::vector<float> fast(static_cast<std::size_t>(nvec * w.view.rows)), plain(fast.size());
+            REQUIRE(model::bf16_dot_avx512());
+            model::dot_rows_multi(w.view, 0, w.view.rows, x.data(), nvec, cols, fast.data(), w.view.rows);
+            model::allow_bf16_dot_avx512(false);
+            model::dot_rows_multi(w.view, 0, w.view.rows, x.data(), nvec, cols, plain.data(), w.view.rows);
+            model::allow_bf16_dot_avx512(true);
+            CHECK(same_bits(fast.data(), plain.data(), fast.size()));
         }
     }
 }
