@@ -44,7 +44,7 @@ struct generation_host::pending {
     load_request request;
     std::shared_ptr<serving_engine> engine;  // the candidate, until it serves
     bool drained_for_replace = false;
-    bool waiting_drain = false;              // --replace: continues when the drained generation retires
+    std::shared_ptr<gen> drained;            // --replace: continues when this generation retires
     steps::golden_work work;
     std::vector<std::vector<token_id>> served;
     std::size_t outstanding = 0;
@@ -141,8 +141,10 @@ void_result generation_host::submit(generation_request request, std::shared_ptr<
     if (!g) return make_error(status::not_ready, "model '" + alias_ + "' has no serving generation now");
     auto counted = std::make_shared<counted_sink>();
     counted->inner = std::move(sink);
-    counted->finished = [this, g, alive = std::weak_ptr<bool>(alive_)] {
-        if (auto a = alive.lock(); a && *a) finished(g);
+    // Weak: the engine holds the sink, the generation holds the engine.
+    counted->finished = [this, weak = std::weak_ptr<gen>(g), alive = std::weak_ptr<bool>(alive_)] {
+        auto a = alive.lock();
+        if (auto g = weak.lock(); a && *a && g) finished(g);
     };
     auto s = g->engine->submit(std::move(request), std::move(counted));
     if (!s) {
@@ -263,7 +265,7 @@ void generation_host::place_and_warm(const std::shared_ptr<gen>& g) {
         spdlog::warn("models: '{}' generation {} drains to make room for generation {} (--replace)", alias_, old->number,
                      g->number);
         p.drained_for_replace = true;
-        p.waiting_drain = true;
+        p.drained = old;
         begin_drain(old, false);  // retire() comes back here
         return;
     }
@@ -280,7 +282,11 @@ void generation_host::place_and_warm(const std::shared_ptr<gen>& g) {
         g->state = generation_state::warming;
     }
     auto sink = std::make_shared<step_sink>();
-    sink->done = [this, g](const generation_result& r, std::vector<token_id>) { post([this, g, r] { after_warm(g, r); }); };
+    sink->done = [this, weak_g = std::weak_ptr<gen>(g)](const generation_result& r, std::vector<token_id>) {
+        post([this, weak_g, r] {
+            if (auto g = weak_g.lock()) after_warm(g, r);
+        });
+    };
     auto id = "warmup-" + alias_ + "-" + std::to_string(++step_requests_);
     if (auto s = p.engine->submit(steps::greedy_request(id, {steps::k_warmup_token}, steps::k_warmup_tokens, step_timeout_),
                                   sink);
@@ -301,13 +307,19 @@ void generation_host::after_warm(const std::shared_ptr<gen>& g, const generation
     if (!work) return fail(g, work.error().message);
     p.work = std::move(*work);
     p.served.assign(p.work.prompts.size(), {});
-    auto self = loading_;
+    // Weak: the candidate engine holds the sinks, the pending load holds the engine.
+    std::weak_ptr<pending> weak = loading_;
+    std::weak_ptr<gen> weak_g = g;
     for (std::size_t i = 0; i < p.work.prompts.size(); ++i) {
         auto sink = std::make_shared<step_sink>();
-        sink->done = [this, self, g, i](const generation_result& res, std::vector<token_id> tokens) {
+        sink->done = [this, weak, weak_g, i](const generation_result& res, std::vector<token_id> tokens) {
+            auto self = weak.lock();
+            if (!self) return;  // the load ended (failed) meanwhile
             if (auto failed = steps::step_failure(res, "golden check"); failed && !self->failure) self->failure = failed;
             self->served[i] = std::move(tokens);
-            if (--self->outstanding == 0) post([this, g] { judge(g); });
+            if (--self->outstanding == 0) post([this, weak_g] {
+                    if (auto g = weak_g.lock()) judge(g);
+                });
         };
         auto id = "golden-" + alias_ + "-" + std::to_string(++step_requests_);
         ++p.outstanding;
@@ -440,8 +452,8 @@ void generation_host::retire(const std::shared_ptr<gen>& g) {
     spdlog::info("models: '{}' generation {} drained in {:.0f} ms{}", alias_, g->number, g->drain_ms,
                  g->keep ? " (kept resident)" : "");
     if (unloaded) bury(std::move(unloaded));
-    if (loading_ && loading_->waiting_drain) {
-        loading_->waiting_drain = false;
+    if (loading_ && loading_->drained == g) {
+        loading_->drained = nullptr;
         place_and_warm(loading_->g);
     }
 }
