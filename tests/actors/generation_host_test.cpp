@@ -42,13 +42,14 @@ struct host_run {
     std::vector<std::string> messages;  // time, from, to, type of every delivery
     std::uint64_t next_id = 0;
 
-    explicit host_run(const fs::path& package) {
+    explicit host_run(const fs::path& package, std::vector<std::string> overrides = {}) {
         spdlog::set_level(spdlog::level::off);  // failed loads log by design
         rt.set_delivery_hook([this](const actors::delivery& d) {
             messages.push_back(std::to_string(d.time.count()) + " " + std::string(d.from_name) + " -> " +
                                std::string(d.to_name) + " " + std::string(d.type));
         });
-        auto cfg = config::load(std::nullopt, {"device.sim.step_ms=2"});
+        overrides.push_back("device.sim.step_ms=2");
+        auto cfg = config::load(std::nullopt, overrides);
         REQUIRE(cfg.ok());
         actors::engine_setup s;
         s.package_dir = package;
@@ -166,4 +167,29 @@ TEST_CASE("generation host: a failed golden check leaves the serving generation,
     auto again = run.submit();
     run.run_until([&] { return again->finishes > 0; });
     CHECK(again->tokens == want1);
+}
+
+TEST_CASE("generation host: a load that does not fit fails, with --replace it drains the serving generation first",
+          "[generation_host]") {
+    const auto want2 = solo_run(gen2());
+    // One tiny package (0.092 GiB with its KV region) + the 0.25 GiB guard fit a chip of this size; two do not.
+    host_run run(gen1(), {"device.sim.chips=1", "device.sim.dram_bytes_per_chip=375809638"});
+    REQUIRE(run.host->load(actors::load_request{"m", gen2(), false, false}).ok());
+    CHECK_FALSE(run.host->loading());  // refused at the plan, synchronously
+    CHECK(run.info(2).state == "failed");
+    CHECK_THAT(run.info(2).reason, Catch::Contains("does not fit"));
+    CHECK(run.info(1).current);
+
+    auto busy = run.submit();  // in flight on generation 1 while it drains
+    REQUIRE(run.host->load(actors::load_request{"m", gen2(), true, false}).ok());
+    CHECK(run.info(1).state == "draining");
+    CHECK(run.info(3).state == "loading");  // waits for the drain
+    run.run_until([&] { return !run.host->loading(); });
+    CHECK(busy->finishes == 1);
+    CHECK(busy->result.reason == actors::finish_reason::length);
+    CHECK(run.info(3).state == "serving");
+    CHECK_FALSE(run.info(1).resident);
+    auto after = run.submit();
+    run.run_until([&] { return after->finishes > 0; });
+    CHECK(after->tokens == want2);
 }
