@@ -1,6 +1,7 @@
 // model_router: aliases, generations and their state machine (model_router.hpp).
 #include "actors/model_router.hpp"
 #include "actors/model_router_internal.hpp"
+#include "actors/generation_steps.hpp"
 
 #include <boost/json.hpp>
 #include <fstream>
@@ -24,14 +25,14 @@ namespace calserve::actors {
 namespace json = boost::json;
 namespace fs = std::filesystem;
 namespace pkg = model::package;
+using steps::board_chips;
+using steps::limits_of;
 
 
 // How often the housekeeper looks at draining generations.
 constexpr auto k_housekeeping_period = std::chrono::milliseconds(20);
 // A shut-down engine lives this long before it is destroyed (device events still pending).
 constexpr auto k_grave_period = std::chrono::seconds(2);
-// The warm-up request: one short greedy generation through the whole serving path.
-constexpr std::int64_t k_warmup_tokens = 4;
 constexpr int k_state_version = 1;
 // Restoring a generation drained by a failed --replace: tries, and the growing pause between them.
 constexpr int k_restore_attempts = 5;
@@ -70,13 +71,7 @@ result<std::vector<std::vector<token_id>>> greedy_runs(serving_engine& e, const 
     std::vector<std::future<generation_result>> futures;
     static std::atomic<std::uint64_t> counter{0};
     for (std::size_t i = 0; i < prompts.size(); ++i) {
-        generation_request r;
-        r.id = tag + "-" + std::to_string(counter.fetch_add(1));
-        r.prompt = prompts[i];
-        r.sampling.temperature = 0;
-        r.max_tokens = lengths[i];
-        r.ignore_eos = true;
-        r.timeout = timeout;
+        auto r = steps::greedy_request(tag + "-" + std::to_string(counter.fetch_add(1)), prompts[i], lengths[i], timeout);
         auto sink = std::make_shared<collect_sink>();
         futures.push_back(sink->done.get_future());
         // A refusal: the ones already submitted finish on their own (their sinks are the engine's now).
@@ -92,33 +87,9 @@ result<std::vector<std::vector<token_id>>> greedy_runs(serving_engine& e, const 
             if (clock_type::now() > deadline)
                 return make_error(status::deadline_exceeded, tag + ": no answer within " + std::to_string(timeout.count()) + " ms");
         }
-        auto r = futures[i].get();
-        if (r.reason == finish_reason::error || r.reason == finish_reason::timeout)
-            return make_error(r.failure ? r.failure->code : status::internal,
-                              tag + ": " + (r.failure ? r.failure->what() : std::string("request failed")));
+        if (auto failed = steps::step_failure(futures[i].get(), tag)) return *failed;
         out.push_back(sinks[i]->tokens);
     }
-    return out;
-}
-
-pkg::capacity_limits limits_of(const config& cfg) {
-    pkg::capacity_limits l;
-    l.dram_bytes_per_chip = std::uint64_t(cfg.integer("device.sim.dram_bytes_per_chip"));
-    l.sram_bytes_per_chip = std::uint64_t(cfg.integer("device.sim.sram_bytes_per_chip"));
-    l.guard_bytes = std::uint64_t(cfg.integer("device.plan.guard_bytes"));
-    return l;
-}
-
-std::uint32_t board_chips(const config& cfg) { return std::uint32_t(cfg.integer("device.sim.chips")); }
-
-std::string failed_findings(const pkg::validation_report& r) {
-    std::string out;
-    int n = 0;
-    for (const auto& f : r.findings) {
-        if (f.level != pkg::severity::error) continue;
-        if (n++ < 3) out += (out.empty() ? "" : "; ") + std::string(1, f.gate) + " " + f.code + ": " + f.message;
-    }
-    if (n > 3) out += "; and " + std::to_string(n - 3) + " more";
     return out;
 }
 
@@ -324,28 +295,22 @@ result<std::shared_ptr<model_router::generation>> model_router::bring_up(const s
         std::lock_guard lock(mutex_);
         g->state = generation_state::warming;
     }
-    auto warm = greedy_runs(*engine, {{9707}}, {k_warmup_tokens}, options_.step_timeout, "warmup-" + g->alias,
+    auto warm = greedy_runs(*engine, {{steps::k_warmup_token}}, {steps::k_warmup_tokens}, options_.step_timeout, "warmup-" + g->alias,
                             stopping_);
     if (!warm) return fail(make_error(warm.code(), "warm-up: " + warm.error().message));
     {
         std::lock_guard lock(mutex_);
         g->state = generation_state::checking;
     }
-    auto corpus = pkg::read_golden_corpus(engine->dev().package().reference_model_dir / pkg::k_golden_corpus_file);
-    if (!corpus) return fail(make_error(status::package_invalid, "golden check: " + corpus.error().message));
-    std::vector<std::vector<token_id>> prompts;
-    std::vector<std::int64_t> lengths;
-    for (const auto& c : *corpus) {
-        prompts.push_back(c.prompt);
-        lengths.push_back(std::int64_t(c.tokens.size()));
-    }
-    auto served = greedy_runs(*engine, prompts, lengths, options_.step_timeout, "golden-" + g->alias,
+    auto work = steps::golden_work_of(*engine);
+    if (!work) return fail(work.error());
+    auto served = greedy_runs(*engine, work->prompts, work->lengths, options_.step_timeout, "golden-" + g->alias,
                               stopping_);
     if (!served) return fail(make_error(served.code(), "golden check: " + served.error().message));
-    auto verdict = pkg::compare_golden(*corpus, *served);
-    if (!verdict.ok) return fail(make_error(status::package_invalid, "golden check: " + verdict.reason));
+    auto verdict = steps::judge_golden(*work, *served);
+    if (!verdict) return fail(verdict.error());
     spdlog::info("models: '{}' generation {} passed the golden check ({} tokens, {} near ties)", g->alias, g->number,
-                 verdict.compared, verdict.ties);
+                 verdict->compared, verdict->ties);
     g->engine = std::move(engine);
     return g;
 }
@@ -362,13 +327,7 @@ void model_router::start_worker(std::function<void()> job) {
 }
 
 result<std::uint64_t> model_router::load(const load_request& request) {
-    if (request.alias.empty()) return make_error(status::invalid_argument, "model load: the alias name is empty");
-    std::error_code ec;
-    if (!fs::is_directory(request.dir, ec))
-        return make_error(status::invalid_argument, "model load: " + request.dir.string() + " is not a directory");
-    if (!fs::exists(request.dir / "calserve-manifest.json", ec))
-        return make_error(status::invalid_argument,
-                          "model load: " + request.dir.string() + " is not a calbin package (generations are packages)");
+    if (auto c = steps::check_load(request.alias, request.dir); !c) return c.error();
     if (loading_.exchange(true)) return make_error(status::overloaded, "model load: another load is running; retry when it ends");
     std::shared_ptr<generation> g;
     {
@@ -400,13 +359,8 @@ void model_router::run_load(std::shared_ptr<generation> g, load_request request,
         spdlog::error("models: '{}' generation {} failed: {}", g->alias, g->number, why);
     };
     // Gates A-F.
-    pkg::validate_options vo;
-    vo.limits = limits_of(*cfg_);
-    auto report = pkg::validate_package(g->dir, vo);
-    if (!report) return fail("validation: " + report.error().message);
-    if (report->status == "fail") return fail("validation failed: " + failed_findings(*report));
-    auto package = pkg::load_package(g->dir);
-    if (!package) return fail("package: " + package.error().message);
+    auto package = steps::validate_and_open(g->dir, *cfg_);
+    if (!package) return fail(package.error().message);
     // Plan beside what is resident; --replace drains the serving generation first.
     bool drained_for_replace = false;
     for (int attempt = 0;; ++attempt) {
@@ -417,8 +371,7 @@ void model_router::run_load(std::shared_ptr<generation> g, load_request request,
             if (auto* a = find_alias_locked(g->alias)) chips = a->chips;
             resident = resident_bytes_locked(g.get());
         }
-        pkg::placement_request pr{g->alias, &*package, chips};
-        auto placed = pkg::place_packages({&pr, 1}, board_chips(*cfg_), limits_of(*cfg_), resident);
+        auto placed = steps::place_beside(g->alias, *package, chips, *cfg_, resident);
         if (placed.fits) {
             std::lock_guard lock(mutex_);
             g->chips = placed.models[0].chips;

@@ -5,6 +5,7 @@
 
 #include "actors/realtime_driver.hpp"
 #include "actors/device_actor.hpp"
+#include "actors/generation_host.hpp"
 #include "actors/serving_engine.hpp"
 #include "config/config.hpp"
 #include "device/fault_points.hpp"
@@ -60,11 +61,17 @@ result<io::trace_end> trace_recorder::close() {
 
 // ---- header ----
 
-io::trace_header daemon_trace_header(const config& cfg, const std::string& package_dir, const std::string& model_dir) {
+io::trace_header daemon_trace_header(const config& cfg, const std::string& package_dir, const std::string& model_dir,
+                                     const std::string& alias) {
     io::trace_header h;
     h.source = "daemon";
     h.package_dir = package_dir;
     h.model_dir = model_dir;
+    if (!package_dir.empty()) {
+        std::error_code ec;
+        auto abs = std::filesystem::absolute(package_dir, ec);
+        h.packages.push_back(alias + "=" + (ec ? package_dir : abs.string()));
+    }
     // Everything that shapes the engine; not server.* (listen address, keys) nor log.*.
     for (const auto& key : config_schema()) {
         std::string_view path = key.path;
@@ -138,11 +145,14 @@ io::trace_arm to_trace(const device::fault_spec& f, std::int64_t t_ns) {
 
 }  // namespace
 
-traced_engine::traced_engine(serving_engine& inner, realtime_driver& driver, io::trace_header header,
+traced_engine::traced_engine(generation_host& host, realtime_driver& driver, io::trace_header header,
                              std::unique_ptr<trace_recorder> recorder)
-    : inner_(inner), driver_(driver), header_(std::move(header)), recorder_(std::move(recorder)) {
-    if (recorder_) recorder_->attach_faults(inner_.faults());
+    : host_(host), driver_(driver), header_(std::move(header)), recorder_(std::move(recorder)) {
+    if (recorder_) recorder_->attach_faults(host_.faults());
 }
+
+std::shared_ptr<serving_engine> traced_engine::inner() const { return host_.any_resident(); }
+std::shared_ptr<device::fault_registry> traced_engine::faults() const { return host_.faults(); }
 
 traced_engine::~traced_engine() {
     driver_.call([this] {
@@ -158,51 +168,75 @@ void traced_engine::record(const io::trace_record& r) {
 void_result traced_engine::submit(generation_request request, std::shared_ptr<generation_sink> sink) {
     return driver_.call([&]() -> void_result {
         if (recorder_) record(to_trace(request, driver_.rt().now().count()));
-        return inner_.submit(std::move(request), std::move(sink));
+        return host_.submit(std::move(request), std::move(sink));
     });
 }
 
 void traced_engine::cancel(const std::string& request_id) {
     driver_.post([this, request_id] {
         record(io::trace_cancel{driver_.rt().now().count(), request_id});
-        inner_.cancel(request_id);
+        host_.cancel(request_id);
     });
 }
 
-const model_card& traced_engine::card() const { return inner_.card(); }
-engine_health traced_engine::health() const { return inner_.health(); }
-result<std::vector<token_id>> traced_engine::encode(std::string_view text) const { return inner_.encode(text); }
-result<std::vector<token_id>> traced_engine::encode_prompt(std::string_view text, std::int64_t max_tokens) const {
-    return inner_.encode_prompt(text, max_tokens);
+// The tokenizer side reads the serving generation (else any resident one): the
+// generations of one alias share the tokenizer and chat template.
+namespace {
+error_info none_resident() { return error_info{status::not_ready, "no model is serving"}; }
+}  // namespace
+
+const model_card& traced_engine::card() const { return host_.card(); }
+engine_health traced_engine::health() const {
+    auto e = host_.current();
+    if (!e) return engine_health{false, true, "unloaded", 0, 0};
+    return e->health();
 }
-result<std::string> traced_engine::decode(const std::vector<token_id>& ids) const { return inner_.decode(ids); }
+result<std::vector<token_id>> traced_engine::encode(std::string_view text) const {
+    auto e = inner();
+    if (!e) return none_resident();
+    return e->encode(text);
+}
+result<std::vector<token_id>> traced_engine::encode_prompt(std::string_view text, std::int64_t max_tokens) const {
+    auto e = inner();
+    if (!e) return none_resident();
+    return e->encode_prompt(text, max_tokens);
+}
+result<std::string> traced_engine::decode(const std::vector<token_id>& ids) const {
+    auto e = inner();
+    if (!e) return none_resident();
+    return e->decode(ids);
+}
 result<std::string> traced_engine::apply_chat_template(const std::vector<chat_message>& messages,
                                                        const chat_options& options) const {
-    return inner_.apply_chat_template(messages, options);
+    auto e = inner();
+    if (!e) return none_resident();
+    return e->apply_chat_template(messages, options);
 }
 result<std::shared_ptr<const model::grammar::compiled>> traced_engine::compile_grammar(model::grammar::grammar_kind kind,
                                                                                       std::string_view text) const {
-    return inner_.compile_grammar(kind, text);
+    auto e = inner();
+    if (!e) return none_resident();
+    return e->compile_grammar(kind, text);
 }
-std::int64_t traced_engine::in_flight() const { return inner_.in_flight(); }
+std::int64_t traced_engine::in_flight() const { return host_.in_flight(); }
 
 void traced_engine::drain() {
     driver_.call([this] {
         record(io::trace_control{driver_.rt().now().count(), "drain"});
-        inner_.drain();
+        host_.drain();
     });
 }
 
 void traced_engine::resume() {
     driver_.call([this] {
         record(io::trace_control{driver_.rt().now().count(), "resume"});
-        inner_.resume();
+        host_.resume();
     });
 }
 
 result<std::uint64_t> traced_engine::arm_fault(const device::fault_spec& spec) {
     return driver_.call([&]() -> result<std::uint64_t> {
-        auto id = inner_.faults()->arm(spec);
+        auto id = host_.faults()->arm(spec);
         if (id) record(to_trace(spec, driver_.rt().now().count()));
         return id;
     });
@@ -210,7 +244,7 @@ result<std::uint64_t> traced_engine::arm_fault(const device::fault_spec& spec) {
 
 result<std::size_t> traced_engine::clear_faults(const std::optional<std::string>& point, std::optional<std::uint64_t> id) {
     return driver_.call([&]() -> result<std::size_t> {
-        auto& reg = *inner_.faults();
+        auto& reg = *host_.faults();
         result<std::size_t> n = std::size_t(0);
         if (id) {
             n = reg.clear_id(*id);
@@ -229,28 +263,67 @@ result<std::size_t> traced_engine::clear_faults(const std::optional<std::string>
 void traced_engine::reset_device() {
     driver_.call([this] {
         record(io::trace_control{driver_.rt().now().count(), "reset"});
-        inner_.reset_device("control socket");
+        if (auto e = inner()) e->reset_device("control socket");
     });
 }
+
+// An operation is recorded once applied and accepted: a refusal changes nothing
+// (and a refused load's directory need not exist when the trace is replayed).
+result<std::uint64_t> traced_engine::model_load(const load_request& request) {
+    return driver_.call([&]() -> result<std::uint64_t> {
+        auto n = host_.load(request);
+        if (n) {
+            std::error_code ec;
+            auto dir = std::filesystem::absolute(request.dir, ec);
+            record(io::trace_model{driver_.rt().now().count(), "load", request.alias, ec ? request.dir.string() : dir.string(),
+                                   request.keep, request.replace});
+        }
+        return n;
+    });
+}
+
+result<std::uint64_t> traced_engine::model_rollback(const std::string& alias) {
+    return driver_.call([&]() -> result<std::uint64_t> {
+        auto n = host_.rollback(alias);
+        if (n) record(io::trace_model{driver_.rt().now().count(), "rollback", alias, "", false, false});
+        return n;
+    });
+}
+
+void_result traced_engine::model_unload(const std::string& alias) {
+    return driver_.call([&]() -> void_result {
+        auto r = host_.unload(alias);
+        if (r) record(io::trace_model{driver_.rt().now().count(), "unload", alias, "", false, false});
+        return r;
+    });
+}
+
+std::vector<generation_info> traced_engine::model_list() const { return host_.list(); }
 
 void_result traced_engine::start_trace(const std::string& path) {
     return driver_.call([&]() -> void_result {
         if (recorder_) return make_error(status::invalid_argument, "a trace is already being recorded to " + recorder_->path());
-        if (auto n = inner_.in_flight(); n > 0)
+        if (auto n = host_.in_flight(); n > 0)
             return make_error(status::not_ready, "trace.start needs an idle engine (" + std::to_string(n) +
                                                      " requests in flight): drain, wait, start, resume");
         // A replay starts from a fresh engine: state that outlives requests must be fresh too.
-        if (inner_.faults()->any_armed())
+        if (host_.faults()->any_armed())
             return make_error(status::not_ready, "trace.start needs no armed faults: fault clear, then start");
-        if (auto h = inner_.device_state(); h != device_health::ready && h != device_health::busy)
+        // ... and from the daemon's first generation, alone.
+        if (host_.has_history())
+            return make_error(status::not_ready, "trace.start needs the daemon's first generation alone (a model load "
+                                                 "happened): record with --trace from the start instead");
+        auto inner = host_.current();
+        if (!inner) return make_error(status::not_ready, "trace.start needs a serving model");
+        if (auto h = inner->device_state(); h != device_health::ready && h != device_health::busy)
             return make_error(status::not_ready, "trace.start needs a ready device");
         auto h = header_;
         h.from_start = false;
-        h.engine_seq = inner_.sequence_counter();
+        h.engine_seq = inner->sequence_counter();
         auto r = trace_recorder::open(driver_.rt(), path, h);
         if (!r) return r.error();
         recorder_ = std::move(r.value());
-        recorder_->attach_faults(inner_.faults());
+        recorder_->attach_faults(host_.faults());
         spdlog::info("trace: recording to {}", path);
         return {};
     });

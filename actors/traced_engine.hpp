@@ -1,9 +1,10 @@
 #pragma once
 //! traced_engine: the daemon's engine when its run must be reproducible.
 //!
-//! Wraps a serving_engine whose runtime is deterministic and driven in real
-//! time by a realtime_driver. Every call that changes what the actors do —
-//! submit, cancel, drain, resume, fault arm/clear, device reset — is handed to
+//! Wraps a generation_host (one alias' generations, each a serving_engine) whose
+//! runtime is deterministic and driven in real time by a realtime_driver. Every
+//! call that changes what the actors do — submit, cancel, drain, resume, fault
+//! arm/clear, device reset, model load/rollback/unload — is handed to
 //! the driver thread and, while a trace is on, recorded there as a trace input
 //! stamped with the virtual time at which it was applied. The runtime's
 //! delivery hook records every actor message. `calserve replay` re-applies the
@@ -13,8 +14,8 @@
 //! Fault model: a trace file that cannot be opened is an error of
 //! `start_trace`, never of a request; a writer that falls behind drops and
 //! counts records (reported by `stop_trace` and in the trace's end record).
-//! Read-only calls (card, health, tokenizer, in_flight) go straight to the
-//! inner engine: they read thread-safe state and change nothing.
+//! Read-only calls (card, health, tokenizer, in_flight, model list) go straight
+//! to the serving generation's engine: they read thread-safe state and change nothing.
 //! Invariants: recorder state is touched only on the driver thread; a trace
 //! started after start-up begins on an idle engine (nothing in flight), so a
 //! fresh engine can take the run from there.
@@ -40,6 +41,9 @@ namespace calserve::actors {
 class realtime_driver;
 class runtime;
 class serving_engine;
+class generation_host;
+struct load_request;
+struct generation_info;
 
 // Appends one run's records to a trace file; installs itself as the runtime's
 // delivery hook. Driver thread only (or before the driver starts).
@@ -66,12 +70,14 @@ private:
 };
 
 // The header of a daemon trace: what a replay needs to rebuild the engine.
-io::trace_header daemon_trace_header(const config& cfg, const std::string& package_dir, const std::string& model_dir);
+// `alias` names the served model ("ALIAS=DIR" in `packages` when it is a package).
+io::trace_header daemon_trace_header(const config& cfg, const std::string& package_dir, const std::string& model_dir,
+                                     const std::string& alias = "");
 
 class traced_engine final : public engine {
 public:
     // `recorder` may be null (recordable, no trace yet) or a trace opened before the engine was built.
-    traced_engine(serving_engine& inner, realtime_driver& driver, io::trace_header header,
+    traced_engine(generation_host& host, realtime_driver& driver, io::trace_header header,
                   std::unique_ptr<trace_recorder> recorder);
     ~traced_engine() override;
 
@@ -94,18 +100,26 @@ public:
     result<std::uint64_t> arm_fault(const device::fault_spec& spec);
     result<std::size_t> clear_faults(const std::optional<std::string>& point, std::optional<std::uint64_t> id);
     void reset_device();
+    // Generations (docs/generations.md), applied and recorded on the driver thread.
+    result<std::uint64_t> model_load(const load_request& request);
+    result<std::uint64_t> model_rollback(const std::string& alias);
+    void_result model_unload(const std::string& alias);
+    std::vector<generation_info> model_list() const;
 
     // Tracing. start: fails if a trace is on, the file cannot be created, or requests are in flight.
     void_result start_trace(const std::string& path);
     // Stops the trace; returns its summary ("<path>: N messages, D dropped").
     result<std::string> stop_trace();
 
-    serving_engine& inner() { return inner_; }
+    // The serving generation's engine (else any resident one); null when none is resident.
+    std::shared_ptr<serving_engine> inner() const;
+    std::shared_ptr<device::fault_registry> faults() const;
+    generation_host& host() { return host_; }
 
 private:
     void record(const io::trace_record& r);  // driver thread
 
-    serving_engine& inner_;
+    generation_host& host_;
     realtime_driver& driver_;
     io::trace_header header_;
     std::unique_ptr<trace_recorder> recorder_;  // driver thread only

@@ -26,7 +26,7 @@ json::object to_json(const trace_header& h) {
     return {{"k", "header"},       {"version", h.version},     {"source", h.source},
             {"seed", h.seed},      {"model", h.model_dir},     {"package", h.package_dir},
             {"overrides", to_array(h.overrides)},              {"duration_ns", h.duration_ns},
-            {"from_start", h.from_start}, {"engine_seq", h.engine_seq}};
+            {"from_start", h.from_start}, {"engine_seq", h.engine_seq}, {"packages", to_array(h.packages)}};
 }
 json::object to_json(const trace_submit& s) {
     json::array bias;
@@ -77,6 +77,10 @@ json::object to_json(const trace_clear& c) {
     return o;
 }
 json::object to_json(const trace_control& c) { return {{"k", "control"}, {"t", c.t_ns}, {"command", c.command}}; }
+json::object to_json(const trace_model& m) {
+    return {{"k", "model"}, {"t", m.t_ns},         {"op", m.op},
+            {"alias", m.alias}, {"dir", m.dir}, {"keep", m.keep}, {"replace", m.replace}};
+}
 json::object to_json(const trace_message& m) {
     return {{"k", "msg"}, {"seq", m.seq}, {"t", m.t_ns}, {"from_id", m.from_id}, {"to_id", m.to_id},
             {"from", m.from}, {"to", m.to}, {"type", m.type}};
@@ -171,6 +175,13 @@ trace_record from_json(const json::object& o) {
             throw std::invalid_argument("unknown control command \"" + c.command + "\"");
         return c;
     }
+    if (kind == "model") {
+        trace_model m{get<std::int64_t>(o, "t"), get<std::string>(o, "op"),  get<std::string>(o, "alias"),
+                      get<std::string>(o, "dir"), get<bool>(o, "keep"),      get<bool>(o, "replace")};
+        if (m.op != "load" && m.op != "rollback" && m.op != "unload")
+            throw std::invalid_argument("unknown model operation \"" + m.op + "\"");
+        return m;
+    }
     if (kind == "header") {
         trace_header h;
         h.version = get<int>(o, "version");
@@ -185,6 +196,8 @@ trace_record from_json(const json::object& o) {
         h.duration_ns = get<std::int64_t>(o, "duration_ns");
         h.from_start = get<bool>(o, "from_start");
         h.engine_seq = get<std::uint64_t>(o, "engine_seq");
+        // Optional: traces written before generations were recorded lack it.
+        if (o.contains("packages")) h.packages = get<std::vector<std::string>>(o, "packages");
         return h;
     }
     if (kind == "end")

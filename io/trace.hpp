@@ -1,6 +1,7 @@
 #pragma once
 //! Trace records: what a run saw from outside (submits with their arrival time
-//! and full request, cancels, fault arming and clearing, control commands) and
+//! and full request, cancels, fault arming and clearing, control commands,
+//! generation loads, rollbacks and unloads) and
 //! every actor message the runtime delivered (sequence, virtual time, from, to,
 //! type). One JSON object per line (docs/trace.md). `io/` sits below the
 //! actors, so records carry plain fields; soak/ converts them to engine calls.
@@ -33,6 +34,9 @@ struct trace_header {
     // sequence counter so replayed sampling seeds match.
     bool from_start = true;
     std::uint64_t engine_seq = 0;
+    // The packages the daemon started with, "ALIAS=DIR" (DIR absolute); a generation
+    // load names its own. Absent in traces written before generations were recorded.
+    std::vector<std::string> packages;
 };
 
 struct trace_submit {
@@ -91,6 +95,15 @@ struct trace_control {
     std::string command;
 };
 
+// A generation operation (docs/generations.md): load, rollback or unload of an alias.
+struct trace_model {
+    std::int64_t t_ns = 0;
+    std::string op;                       // load | rollback | unload
+    std::string alias;
+    std::string dir;                      // load: the package directory (absolute); "" otherwise
+    bool keep = false, replace = false;   // load's --keep / --replace
+};
+
 struct trace_message {
     std::uint64_t seq = 0;
     std::int64_t t_ns = 0;
@@ -114,9 +127,9 @@ struct trace_end {
     std::uint64_t dropped = 0;
 };
 
-using trace_input = std::variant<trace_submit, trace_cancel, trace_arm, trace_clear, trace_control>;
+using trace_input = std::variant<trace_submit, trace_cancel, trace_arm, trace_clear, trace_control, trace_model>;
 using trace_record = std::variant<trace_header, trace_submit, trace_cancel, trace_arm, trace_clear, trace_control,
-                                  trace_message, trace_fire, trace_end>;
+                                  trace_model, trace_message, trace_fire, trace_end>;
 
 std::string encode(const trace_record& record);
 result<trace_record> parse_record(std::string_view line);

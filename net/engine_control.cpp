@@ -116,8 +116,8 @@ result<std::string> engine_control::stats() {
     namespace json = boost::json;
     auto e = engine();
     if (!e) return make_error(status::not_ready, "no model is serving");
-    auto h = router_ ? router_->health() : e->health();
-    const auto in_flight = router_ ? router_->in_flight() : e->in_flight();
+    auto h = router_ ? router_->health() : traced_ ? traced_->health() : e->health();
+    const auto in_flight = router_ ? router_->in_flight() : traced_ ? traced_->in_flight() : e->in_flight();
     json::object o{{"device_state", h.device_state}, {"ready", h.ready},           {"healthy", h.healthy},
                    {"in_flight", in_flight}, {"waiting", h.waiting}, {"device_resets", e->device_resets()}};
     json::object fires;
@@ -134,39 +134,44 @@ result<std::string> engine_control::stats() {
 
 std::shared_ptr<actors::serving_engine> engine_control::engine() const {
     if (router_) return router_->primary();
+    if (traced_) return traced_->inner();
     return std::shared_ptr<actors::serving_engine>(std::shared_ptr<actors::serving_engine>{}, engine_);
 }
 
 std::shared_ptr<device::fault_registry> engine_control::faults() const {
+    if (traced_) return traced_->faults();
     return router_ ? router_->faults() : engine_->faults();
 }
 
 namespace {
-const char* const k_no_generations =
-    "this daemon serves one recordable model: generations need a threaded daemon (runtime.recordable=false)";
+const char* const k_no_generations = "this engine serves one model and manages no generations";
 }
 
 result<std::uint64_t> engine_control::model_load(const std::string& alias, const std::string& dir, bool replace,
                                                  bool keep) {
+    actors::load_request r{alias, dir, replace, keep};
+    if (traced_) return traced_->model_load(r);
     if (!router_) return make_error(status::unsupported, k_no_generations);
-    return router_->load(actors::load_request{alias, dir, replace, keep});
+    return router_->load(r);
 }
 
 result<std::uint64_t> engine_control::model_rollback(const std::string& alias) {
+    if (traced_) return traced_->model_rollback(alias);
     if (!router_) return make_error(status::unsupported, k_no_generations);
     return router_->rollback(alias);
 }
 
 void_result engine_control::model_unload(const std::string& alias) {
+    if (traced_) return traced_->model_unload(alias);
     if (!router_) return make_error(status::unsupported, k_no_generations);
     return router_->unload(alias);
 }
 
 result<std::string> engine_control::model_list() {
     namespace json = boost::json;
-    if (!router_) return make_error(status::unsupported, k_no_generations);
+    if (!router_ && !traced_) return make_error(status::unsupported, k_no_generations);
     json::array gens;
-    for (const auto& g : router_->list()) {
+    for (const auto& g : traced_ ? traced_->model_list() : router_->list()) {
         json::array chips;
         for (auto c : g.chips) chips.push_back(c);
         gens.push_back(json::object{{"alias", g.alias},         {"generation", g.generation}, {"dir", g.dir},
@@ -176,7 +181,7 @@ result<std::string> engine_control::model_list() {
                                     {"tail_requests", g.tail_requests}});
     }
     json::object o{{"generations", std::move(gens)}};
-    if (!router_->state_note().empty()) o["state_note"] = router_->state_note();
+    if (router_ && !router_->state_note().empty()) o["state_note"] = router_->state_note();
     return json::serialize(o);
 }
 

@@ -37,9 +37,12 @@ class engine_control final : public control_target {
 public:
     // `metrics` may be null (stats then omit the metric-derived fields).
     // `traced` may be null (threaded daemon: no recording).
-    engine_control(actors::serving_engine& engine, actors::metrics::calserve_metrics* metrics,
-                   actors::traced_engine* traced = nullptr)
-        : engine_(&engine), metrics_(metrics), traced_(traced) {}
+    engine_control(actors::serving_engine& engine, actors::metrics::calserve_metrics* metrics)
+        : engine_(&engine), metrics_(metrics) {}
+    // A recordable daemon: every command goes through `traced` (recorded), device
+    // commands and stats to its serving generation.
+    engine_control(actors::traced_engine& traced, actors::metrics::calserve_metrics* metrics)
+        : metrics_(metrics), traced_(&traced) {}
     // Several models and generations: device commands and stats go to the primary
     // model's serving generation; faults to the board's shared registry.
     engine_control(actors::model_router& router, actors::metrics::calserve_metrics* metrics)

@@ -5,6 +5,8 @@
 
 #include "actors/batch_tick_actor.hpp"
 #include "actors/device_actor.hpp"
+#include "actors/generation_host.hpp"
+#include "actors/model_router.hpp"
 #include "actors/kv_manager_actor.hpp"
 #include "actors/lifecycle.hpp"
 #include "actors/runtime.hpp"
@@ -102,21 +104,23 @@ result<std::unique_ptr<simulation>> simulation::create(const sim_setup& setup, m
         es.model_dir = setup.model_dir;
     else
         es.package_dir = setup.package_dir;
-    auto e = actors::serving_engine::create(*sim->rt_, *cfg, es);
+    es.model_name = setup.alias;
+    // Its step timeout is the daemon's, so that a replayed load times out where the recorded one did.
+    auto e = actors::generation_host::create(*sim->rt_, *cfg, es, actors::router_options{}.step_timeout);
     if (!e) return e.error();
-    sim->engine_ = std::move(e.value());
+    sim->host_ = std::move(e.value());
     if (fires) {
         auto* rt = sim->rt_.get();
-        sim->engine_->faults()->set_fire_observer([rt, fires = std::move(fires)](const device::fault_fire& f) {
+        sim->host_->faults()->set_fire_observer([rt, fires = std::move(fires)](const device::fault_fire& f) {
             fires(io::trace_fire{rt->now().count(), std::string(device::to_string(f.point)), f.arm_id});
         });
     }
     sim->rt_->run_until_idle();
-    while (sim->engine_->device_state() != actors::device_health::ready && sim->rt_->advance_to_next_timer()) {
+    while (sim->engine().device_state() != actors::device_health::ready && sim->rt_->advance_to_next_timer()) {
     }
-    if (sim->engine_->device_state() != actors::device_health::ready)
+    if (sim->engine().device_state() != actors::device_health::ready)
         return make_error(status::not_ready, "simulation: device never became ready");
-    if (setup.engine_seq != 0) sim->engine_->set_sequence_counter(setup.engine_seq);
+    if (setup.engine_seq != 0) sim->engine().set_sequence_counter(setup.engine_seq);
     if (setup.check_reference) {
         auto dir = setup.model_dir;
         if (!setup.package_dir.empty()) {  // the package's own reference checkpoint
@@ -133,13 +137,14 @@ result<std::unique_ptr<simulation>> simulation::create(const sim_setup& setup, m
 
 simulation::~simulation() {
     if (rt_) rt_->set_delivery_hook({});
-    if (engine_) engine_->faults()->set_fire_observer({});
-    engine_.reset();
+    if (host_) host_->faults()->set_fire_observer({});
+    host_.reset();
 }
 
+actors::serving_engine& simulation::engine() const { return *host_->any_resident(); }
 std::int64_t simulation::now_ns() const { return rt_->now().count(); }
-std::int64_t simulation::vocab_size() const { return engine_->card().vocab_size; }
-bool simulation::faults_armed() const { return engine_->faults()->any_armed(); }
+std::int64_t simulation::vocab_size() const { return host_->card().vocab_size; }
+bool simulation::faults_armed() const { return host_->faults()->any_armed(); }
 
 void simulation::advance_to(std::int64_t t_ns) {
     // Timer by timer (the same deliveries as one run_for), so a slow consumer's
@@ -171,7 +176,7 @@ void simulation::cancel_slow_consumers() {
         if (inputs_) inputs_(c);
         ++report_.slow_cancels;
         ++report_.cancels;
-        engine_->cancel(id);
+        host_->cancel(id);
         rt_->run_until_idle();
     }
     check_step();
@@ -183,11 +188,11 @@ void simulation::apply(const io::trace_input& input, const std::optional<consume
         submit(*s, consumer);
     } else if (auto* c = std::get_if<io::trace_cancel>(&input)) {
         ++report_.cancels;
-        engine_->cancel(c->id);
+        host_->cancel(c->id);
     } else if (auto* a = std::get_if<io::trace_arm>(&input)) {
         arm(*a);
     } else if (auto* k = std::get_if<io::trace_clear>(&input)) {
-        auto& reg = *engine_->faults();
+        auto& reg = *host_->faults();
         if (k->id) {
             reg.clear_id(*k->id);
         } else if (k->point) {
@@ -197,11 +202,13 @@ void simulation::apply(const io::trace_input& input, const std::optional<consume
         }
     } else if (auto* c = std::get_if<io::trace_control>(&input)) {
         if (c->command == "drain")
-            engine_->drain();
+            host_->drain();
         else if (c->command == "resume")
-            engine_->resume();
-        else
-            engine_->reset_device("control socket");
+            host_->resume();
+        else if (auto e = host_->any_resident())
+            e->reset_device("control socket");
+    } else if (auto* m = std::get_if<io::trace_model>(&input)) {
+        generation_op(*m);
     }
     rt_->run_until_idle();
     cancel_slow_consumers();
@@ -252,7 +259,7 @@ void simulation::submit(const io::trace_submit& s, const std::optional<consumer_
         tracker_->live[s.id] = st;
     }
     ++report_.submitted;
-    if (!engine_->submit(std::move(r), k).ok()) {
+    if (!host_->submit(std::move(r), k).ok()) {
         ++report_.rejected;
         std::lock_guard lock(tracker_->mutex);
         tracker_->live.erase(s.id);
@@ -265,7 +272,20 @@ void simulation::arm(const io::trace_arm& a) {
                                         {a.chip, a.submodel, a.sequence, a.request});
     if (!spec) return violation("trace arms an unknown fault: " + spec.error().message);
     ++report_.arms;
-    if (auto r = engine_->faults()->arm(*spec); !r) violation("arm " + a.point + ": " + r.error().message);
+    if (auto r = host_->faults()->arm(*spec); !r) violation("arm " + a.point + ": " + r.error().message);
+}
+
+// As the daemon applied it (traced_engine records only the accepted ones): a refusal here is a divergence.
+void simulation::generation_op(const io::trace_model& m) {
+    void_result r;
+    if (m.op == "load") {
+        if (auto n = host_->load(actors::load_request{m.alias, m.dir, m.replace, m.keep}); !n) r = n.error();
+    } else if (m.op == "rollback") {
+        if (auto n = host_->rollback(m.alias); !n) r = n.error();
+    } else {
+        r = host_->unload(m.alias);
+    }
+    if (!r) violation("model " + m.op + " " + m.alias + " was refused: " + r.error().message);
 }
 
 void simulation::violation(std::string what) {
@@ -279,9 +299,11 @@ void simulation::check_step() {
         tracker_->violations.clear();
     }
     for (auto& f : rt_->failures()) violation("runtime failure: " + f);
-    if (!engine_->kv_manager().pool().conserved()) violation("KV pool not conserved");
+    for (const auto& e : host_->resident())
+        if (!e->kv_manager().pool().conserved()) violation("KV pool not conserved");
     if (actors::illegal_transitions_total() != illegal_at_start_) violation("illegal lifecycle transition");
-    if (engine_->device_state() == actors::device_health::dead && !dead_reported_) {
+    auto current = host_->any_resident();
+    if (current && current->device_state() == actors::device_health::dead && !dead_reported_) {
         dead_reported_ = true;
         violation("device dead");
     }
@@ -331,7 +353,8 @@ void simulation::finish(double limit_s) {
     auto limit = rt_->now() + std::chrono::nanoseconds(std::int64_t(limit_s * 1e9));
     rt_->run_until_idle();
     cancel_slow_consumers();
-    while (engine_->in_flight() > 0 && rt_->now() < limit && rt_->advance_to_next_timer()) cancel_slow_consumers();
+    while ((host_->in_flight() > 0 || host_->loading()) && rt_->now() < limit && rt_->advance_to_next_timer())
+        cancel_slow_consumers();
     rt_->run_until_idle();
     check_step();
     report_.end_ns = now_ns();
@@ -339,13 +362,15 @@ void simulation::finish(double limit_s) {
         std::lock_guard lock(tracker_->mutex);
         for (auto& [id, s] : tracker_->live) violation("request " + id + " never finished");
     }
-    if (engine_->in_flight() != 0) violation("in_flight " + std::to_string(engine_->in_flight()) + " at the end");
-    if (auto r = engine_->kv_manager().pool().reserved_blocks(); r != 0)
-        violation(std::to_string(r) + " KV blocks still reserved at the end");
-    if (engine_->batch_tick().sequences() != 0) violation("BatchTick still holds sequences at the end");
-    for (auto p : device::all_fault_points) report_.faults_fired += engine_->faults()->fires(p);
-    report_.device_resets = engine_->device_resets();
-    report_.preemptions = engine_->batch_tick().preemptions();
+    if (host_->in_flight() != 0) violation("in_flight " + std::to_string(host_->in_flight()) + " at the end");
+    for (const auto& e : host_->resident()) {
+        if (auto r = e->kv_manager().pool().reserved_blocks(); r != 0)
+            violation(std::to_string(r) + " KV blocks still reserved at the end");
+        if (e->batch_tick().sequences() != 0) violation("BatchTick still holds sequences at the end");
+        report_.device_resets += e->device_resets();
+        report_.preemptions += e->batch_tick().preemptions();
+    }
+    for (auto p : device::all_fault_points) report_.faults_fired += host_->faults()->fires(p);
 }
 
 void_result ensure_synthetic_model(const std::filesystem::path& dir, const std::filesystem::path& tokenizer_dir,

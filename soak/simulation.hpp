@@ -2,7 +2,8 @@
 //! simulation: the serving engine (cpu backend, tiny model) on a deterministic
 //! runtime, driven by external inputs (submits, cancels, fault arming) applied
 //! at their virtual times. The seeded soak generates the inputs; replay reads
-//! them from a trace. Both go through `apply` and `finish`, so a trace of a
+//! them from a trace (generation loads, rollbacks and unloads included: the
+//! engine is a generation_host, as in a recordable daemon). Both go through `apply` and `finish`, so a trace of a
 //! soak run replays through exactly the code that produced it.
 //!
 //! Invariants checked (a breach becomes a violation string, never a throw):
@@ -27,6 +28,7 @@
 namespace calserve::actors {
 class runtime;
 class serving_engine;
+class generation_host;
 }
 namespace calserve::model {
 class causal_lm;
@@ -40,6 +42,7 @@ struct sim_setup {
     std::vector<std::string> overrides;       // config key=value
     bool check_reference = true;              // recompute greedy streams on the reference model
     std::uint64_t engine_seq = 0;             // request sequence counter to continue from (trace started mid-run)
+    std::string alias;                        // the served name (generation inputs name it); "" = the engine's
 };
 
 struct sim_report {
@@ -94,12 +97,14 @@ private:
     void submit(const io::trace_submit& s, const std::optional<consumer_model>& consumer);
     void cancel_slow_consumers();
     void arm(const io::trace_arm& a);
+    void generation_op(const io::trace_model& m);
+    actors::serving_engine& engine() const;  // the serving generation's (else any resident one's)
     void check_step();
     void check_finished_streams();
     void violation(std::string what);
 
     std::unique_ptr<actors::runtime> rt_;
-    std::unique_ptr<actors::serving_engine> engine_;
+    std::unique_ptr<actors::generation_host> host_;  // the alias' generations (one, unless the inputs load more)
     std::unique_ptr<model::causal_lm> reference_;
     std::shared_ptr<tracker> tracker_;
     sim_setup setup_;

@@ -2,6 +2,7 @@
 #include "soak/soak.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <ostream>
 #include <random>
@@ -280,6 +281,23 @@ result<std::uint64_t> traced_pass(const soak_options& o, const plan& p, const st
     return (*w)->dropped();
 }
 
+// A replay reads the packages from where the daemon read them: the header's and
+// every recorded load's directory must exist here.
+void_result check_package_dirs(const io::trace_file& trace) {
+    std::vector<std::string> dirs;
+    if (!trace.header.package_dir.empty()) dirs.push_back(trace.header.package_dir);
+    for (const auto& in : trace.inputs)
+        if (auto* m = std::get_if<io::trace_model>(&in); m && m->op == "load") dirs.push_back(m->dir);
+    for (const auto& d : dirs) {
+        std::error_code ec;
+        if (!std::filesystem::is_directory(d, ec))
+            return make_error(status::not_found, "the package directory " + d +
+                                                     " the trace was recorded with does not exist here (a replay loads "
+                                                     "the daemon's packages and generation loads from their recorded paths)");
+    }
+    return {};
+}
+
 }  // namespace
 
 result<std::int64_t> parse_duration_ns(const std::string& text) {
@@ -372,7 +390,9 @@ result<replay_outcome> run_replay(const io::trace_file& trace) {
         out.expected = next_fire < trace.fires.size() ? io::describe(trace.fires[next_fire]) : "(no more fault firings)";
         out.got = io::describe(got);
     };
+    if (auto dirs = check_package_dirs(trace); !dirs) return dirs.error();
     sim_setup setup;
+    if (!trace.header.packages.empty()) setup.alias = trace.header.packages.front().substr(0, trace.header.packages.front().find('='));
     setup.model_dir = trace.header.model_dir;
     setup.package_dir = trace.header.package_dir;
     setup.overrides = trace.header.overrides;

@@ -25,6 +25,7 @@
 #include "net/console/console_state.hpp"
 #include "net/engine_control.hpp"
 #include "actors/device_actor.hpp"
+#include "actors/generation_host.hpp"
 #include "actors/metrics.hpp"
 #include "actors/model_router.hpp"
 #include "actors/realtime_driver.hpp"
@@ -237,7 +238,8 @@ int run_serve(const serve_options& o) {
     std::optional<actors::realtime_driver> driver;
     if (recordable) driver.emplace(rt);
 
-    auto header = actors::daemon_trace_header(*cfg, setup.package_dir.string(), setup.model_dir.string());
+    auto header =
+        actors::daemon_trace_header(*cfg, setup.package_dir.string(), setup.model_dir.string(), setup.model_name);
     std::unique_ptr<actors::trace_recorder> recorder;
     if (!trace_path.empty()) {  // before the engine exists: the trace starts with its creation
         auto r = actors::trace_recorder::open(rt, trace_path, header);
@@ -247,16 +249,17 @@ int run_serve(const serve_options& o) {
         }
         recorder = std::move(r.value());
     }
-    // Recordable: one model on one traced engine (traces replay one engine). Threaded:
-    // the model router, which serves one or several models and their generations.
+    // Recordable: one alias and its generations on a generation_host behind a traced
+    // engine (a replay rebuilds them from the trace). Threaded: the model router,
+    // which serves one or several models and their generations.
     if (recordable && specs->size() > 1) {
         std::cerr << "serve: a recordable daemon serves one model; several need runtime.recordable=false\n";
         return 2;
     }
-    std::unique_ptr<actors::serving_engine> solo;
+    std::unique_ptr<actors::generation_host> solo;
     std::unique_ptr<actors::model_router> router;
     if (recordable) {
-        auto e = actors::serving_engine::create(rt, *cfg, setup);
+        auto e = actors::generation_host::create(rt, *cfg, setup, actors::router_options{}.step_timeout);
         if (!e) {
             std::cerr << "serve: " << e.error().what() << "\n";
             return 2;
@@ -279,12 +282,16 @@ int run_serve(const serve_options& o) {
     auto server_options = net::server_options::from_config(*cfg);
     server_options.client_stall = net::client_stall_hook(
         solo ? solo->faults() : router->faults(), &metrics,
-        [s = solo.get(), r = router.get()](const std::string& id) { return s ? s->sequence_of(id) : r->sequence_of(id); });
+        [s = solo.get(), r = router.get()](const std::string& id) -> std::optional<std::uint64_t> {
+            if (!s) return r->sequence_of(id);
+            for (const auto& e : s->resident())
+                if (auto q = e->sequence_of(id)) return q;
+            return std::nullopt;
+        });
     // Outlives the server, which calls it.
     net::console_state console(
         [s = solo.get(), r = router.get()]() -> std::shared_ptr<actors::serving_engine> {
-            if (s) return std::shared_ptr<actors::serving_engine>(std::shared_ptr<actors::serving_engine>{}, s);
-            return r->primary();
+            return s ? s->any_resident() : r->primary();
         },
         &metrics);
     server_options.console_state = [&console](std::uint64_t since_job) { return console.render(since_job); };
@@ -295,8 +302,8 @@ int run_serve(const serve_options& o) {
         return 2;
     }
     std::optional<net::engine_control> control_storage;
-    if (solo)
-        control_storage.emplace(*solo, &metrics, traced ? &*traced : nullptr);
+    if (traced)
+        control_storage.emplace(*traced, &metrics);
     else
         control_storage.emplace(*router, &metrics);
     net::engine_control& control = *control_storage;
@@ -352,8 +359,7 @@ int run_serve(const serve_options& o) {
     std::function<bool()> dead;
     if (cfg->boolean("device.dead_exit"))
         dead = [&] {
-            auto e = solo ? std::shared_ptr<actors::serving_engine>(std::shared_ptr<actors::serving_engine>{}, solo.get())
-                          : router->primary();
+            auto e = solo ? solo->current() : router->primary();
             return e && e->device_state() == actors::device_health::dead;
         };
     const bool device_dead =

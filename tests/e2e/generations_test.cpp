@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "io/trace.hpp"
 #include "tests/e2e/daemon.hpp"
 #include "tests/e2e/e2e_support.hpp"
 #include "tests/net/net_fixture.hpp"
@@ -305,4 +306,155 @@ TEST_CASE("generations: a restart serves the saved mapping, a corrupted state fi
         CHECK(sse_text(d.port(), prompt, n) == want1);  // the command line's package
         CHECK(d.stop() == 0);
     }
+}
+
+// --- generations in a recordable daemon's trace (docs/trace.md) --------------------
+
+namespace {
+
+// The generation-op inputs of a trace, in order.
+std::vector<io::trace_model> model_inputs(const io::trace_file& file) {
+    std::vector<io::trace_model> out;
+    for (const auto& in : file.inputs)
+        if (auto* m = std::get_if<io::trace_model>(&in)) out.push_back(*m);
+    return out;
+}
+
+// `calserve replay` of `trace` says identical, over every recorded message.
+void check_replays_identically(const std::string& trace, const io::trace_file& file) {
+    auto [out, rc] = run_calserve("replay " + trace);
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK_THAT(out, Catch::Contains("identical (" + std::to_string(file.messages.size()) + " messages"));
+}
+
+}  // namespace
+
+TEST_CASE("recorded generations: a load and a rollback under streaming load replay identically",
+          "[e2e][generations][trace]") {
+    auto sock = socket_path("generations-traced");
+    auto trace = (scratch_dir("generations-traced") / "run.jsonl").string();
+    fs::remove(trace);
+    daemon_process d(daemon_args(sock, {"--package", "m=" + gen1().string(), "--trace", trace, "--set",
+                                        "device.sim.step_ms=2"}));
+    REQUIRE(d.started());
+    CHECK_THAT(d.banner(), Catch::Contains("recordable"));
+    const int n = 24;
+    std::vector<std::vector<std::int32_t>> prompts;
+    std::vector<std::string> text1, text2;
+    for (int i = 0; i < 3; ++i) {
+        prompts.push_back(random_prompt(500 + i, 6));
+        text1.push_back(expected_text(d.port(), gen1(), prompts.back(), n));
+        text2.push_back(expected_text(d.port(), gen2(), prompts.back(), n));
+        REQUIRE(text1.back() != text2.back());
+    }
+    std::atomic<bool> stop{false};
+    std::atomic<int> bad{0}, from1{0}, from2{0};
+    std::vector<std::string> failures;
+    std::mutex failures_mutex;
+    std::vector<std::thread> clients;
+    struct joiner {  // a failed REQUIRE below must not leave joinable threads behind
+        std::atomic<bool>& stop;
+        std::vector<std::thread>& threads;
+        ~joiner() {
+            stop.store(true);
+            for (auto& t : threads)
+                if (t.joinable()) t.join();
+        }
+    } join_clients{stop, clients};
+    for (int c = 0; c < 3; ++c) {
+        clients.emplace_back([&, c] {
+            while (!stop.load()) {
+                auto got = sse_text(d.port(), prompts[c], n);
+                if (got == text1[c]) ++from1;
+                else if (got == text2[c]) ++from2;
+                else {
+                    ++bad;
+                    std::lock_guard lock(failures_mutex);
+                    failures.push_back(got);
+                }
+            }
+        });
+    }
+    REQUIRE(wait_until([&] { return from1.load() >= 3; }, std::chrono::seconds(120)));
+    auto [loaded, load_rc] = ctl(sock, "model load m " + gen2().string() + " --keep");
+    INFO(loaded);
+    REQUIRE(load_rc == 0);
+    CHECK(current_number(sock, "m") == 2);
+    CHECK(sse_text(d.port(), prompts[0], n) == text2[0]);  // admitted after the switch: generation 2
+    const int before = from2.load();
+    REQUIRE(wait_until([&] { return from2.load() >= before + 3; }, std::chrono::seconds(120)));
+    REQUIRE(wait_until([&] { return generation_of(sock, "m", 1).at("state").as_string() == "retired"; }));
+    auto rolled = ctl_result(sock, "model rollback m");
+    CHECK(rolled.at("generation").to_number<int>() == 1);
+    CHECK(current_number(sock, "m") == 1);
+    CHECK(sse_text(d.port(), prompts[1], n) == text1[1]);  // admitted after the rollback: generation 1
+    const int after = from1.load();
+    REQUIRE(wait_until([&] { return from1.load() >= after + 3; }, std::chrono::seconds(120)));
+    stop.store(true);
+    for (auto& t : clients) t.join();
+    CHECK(bad.load() == 0);
+    for (const auto& f : failures) UNSCOPED_INFO(f);
+    auto stopped = ctl_result(sock, "trace stop");
+    CHECK_THAT(std::string(stopped.at("written").as_string()), Catch::Contains("0 dropped"));
+    CHECK(d.stop() == 0);
+
+    auto file = io::read_trace(trace);
+    REQUIRE(file.ok());
+    CHECK(file->header.packages == std::vector<std::string>{"m=" + fs::absolute(gen1()).string()});
+    auto ops = model_inputs(*file);
+    REQUIRE(ops.size() == 2);
+    CHECK(ops[0].op == "load");
+    CHECK(ops[0].alias == "m");
+    CHECK(ops[0].dir == fs::absolute(gen2()).string());
+    CHECK(ops[0].keep);
+    CHECK(ops[1].op == "rollback");
+    CHECK(ops[0].t_ns < ops[1].t_ns);
+    check_replays_identically(trace, *file);
+}
+
+TEST_CASE("recorded generations: failed loads are recorded and replay identically", "[e2e][generations][trace]") {
+    auto sock = socket_path("generations-traced-fail");
+    auto trace = (scratch_dir("generations-traced-fail") / "run.jsonl").string();
+    fs::remove(trace);
+    daemon_process d(daemon_args(sock, {"--package", "m=" + gen1().string(), "--trace", trace}));
+    REQUIRE(d.started());
+    auto prompt = random_prompt(600, 7);
+    const int n = 12;
+    const auto want1 = expected_text(d.port(), gen1(), prompt, n);
+    CHECK(sse_text(d.port(), prompt, n) == want1);
+
+    auto golden = golden_mutant(gen1(), gen2(), "generations-traced-golden");
+    auto [out, rc] = ctl(sock, "model load m " + golden.string());
+    CHECK(rc != 0);
+    CHECK(std::string(generation_of(sock, "m", 2).at("reason").as_string()).find("golden check") != std::string::npos);
+    auto mutant = scratch_dir("generations-traced-mutant") / "pkg";
+    fs::remove_all(mutant);
+    fs::copy(gen2(), mutant, fs::copy_options::recursive);
+    fs::resize_file(mutant / "param_blk0.bin", 100);
+    auto [out2, rc2] = ctl(sock, "model load m " + mutant.string());
+    CHECK(rc2 != 0);
+    CHECK(std::string(generation_of(sock, "m", 3).at("reason").as_string()).find("A_PARAM_BLOCK_SIZE") !=
+          std::string::npos);
+    // Refused before anything changed: not recorded.
+    auto [out3, rc3] = ctl(sock, "model load m " + (scratch_dir("generations-traced-fail") / "none").string());
+    CHECK(rc3 != 0);
+    CHECK(current_number(sock, "m") == 1);
+    CHECK(sse_text(d.port(), prompt, n) == want1);
+    CHECK(d.stop() == 0);
+
+    auto file = io::read_trace(trace);
+    REQUIRE(file.ok());
+    auto ops = model_inputs(*file);
+    REQUIRE(ops.size() == 2);
+    CHECK(ops[0].dir == fs::absolute(golden).string());
+    CHECK(ops[1].dir == fs::absolute(mutant).string());
+    check_replays_identically(trace, *file);
+
+    // The packages must be where the daemon read them.
+    fs::remove_all(golden);
+    auto [missing, missing_rc] = run_calserve("replay " + trace);
+    CHECK(missing_rc == 2);
+    CHECK_THAT(missing, Catch::Contains(golden.string()));
+    CHECK_THAT(missing, Catch::Contains("does not exist"));
 }

@@ -202,9 +202,29 @@ TEST_CASE("trace records round-trip through JSON lines", "[trace]") {
     h.overrides = {"runtime.max_running=4"};
     h.from_start = false;
     h.engine_seq = 12;
+    h.packages = {"m=/p"};
     auto hb = io::parse_record(io::encode(h));
     REQUIRE(hb.ok());
     CHECK(io::encode(std::get<io::trace_header>(*hb)) == io::encode(h));
+    CHECK(std::get<io::trace_header>(*hb).packages == h.packages);
+    // A header from before generations were recorded has no packages.
+    auto no_packages = io::parse_record(R"({"k":"header","version":2,"source":"daemon","seed":0,"model":"","package":"/p",)"
+                                        R"("overrides":[],"duration_ns":0,"from_start":true,"engine_seq":0})");
+    REQUIRE(no_packages.ok());
+    CHECK(std::get<io::trace_header>(*no_packages).packages.empty());
+
+    io::trace_model load{13, "load", "m", "/q", true, false};
+    auto lb = io::parse_record(io::encode(load));
+    REQUIRE(lb.ok());
+    const auto& lm = std::get<io::trace_model>(*lb);
+    CHECK(lm.t_ns == 13);
+    CHECK(lm.op == "load");
+    CHECK(lm.alias == "m");
+    CHECK(lm.dir == "/q");
+    CHECK(lm.keep);
+    CHECK_FALSE(lm.replace);
+    CHECK_FALSE(io::parse_record(R"({"k":"model","t":1,"op":"delete","alias":"m","dir":"","keep":false,"replace":false})").ok());
+    CHECK_FALSE(io::parse_record(R"({"k":"model","t":1,"op":"load","alias":"m"})").ok());
 
     for (const io::trace_record& r : {io::trace_record(io::trace_clear{4, std::string("submit_busy"), std::nullopt}),
                                       io::trace_record(io::trace_control{6, "drain"}),
