@@ -40,10 +40,9 @@ device_actor::device_actor(runtime& rt, std::shared_ptr<device::device> dev, dev
 
 device_actor::~device_actor() = default;
 
-namespace {
 // The host's NaN/Inf check of a job's live rows, rows shared among the pool's threads;
 // the error names the first bad logit, whatever the split.
-void_result check_rows(std::span<const std::byte> logits, std::size_t rows, model::thread_pool* pool) {
+void_result check_logits_rows(std::span<const std::byte> logits, std::size_t rows, model::thread_pool* pool) {
     if (!pool || rows <= 1) return device::check_logits_bf16(logits);
     const std::size_t row_bytes = logits.size() / rows;
     std::vector<void_result> found(rows);
@@ -55,7 +54,6 @@ void_result check_rows(std::span<const std::byte> logits, std::size_t rows, mode
             return device::check_logits_bf16(logits.first((r + 1) * row_bytes));
     return {};
 }
-}  // namespace
 
 void device_actor::wire(address<chip_session_actor> session, address<kv_manager_actor> kv) {
     session_ = std::move(session);
@@ -319,7 +317,8 @@ void device_actor::finish_job(const job_ptr& job, const device::job_result& r) {
     if (job->logits.size() < live_bytes)
         return fault(make_error(status::internal, "logits output smaller than the job's live rows"));
     // Only live rows are checked: padding rows are never sampled.
-    if (auto nan = check_rows(std::span<const std::byte>(job->logits).first(live_bytes), job->rows.size(), check_pool_.get()); !nan)
+    const auto live = std::span<const std::byte>(job->logits).first(live_bytes);
+    if (auto nan = check_logits_rows(live, job->rows.size(), check_pool_.get()); !nan)
         return fault(nan.error());
     job->t_done = rt().now();
     job->device_compute_s = double(r.timing.compute_end_ns - r.timing.compute_start_ns) * 1e-9;

@@ -101,6 +101,10 @@ struct device_actor_options {
     int check_threads = 1;
 };
 
+// The host's NaN/Inf check of a job's `rows` live rows of logits, rows shared among
+// the pool's threads (null: this thread); the error names the first bad logit.
+void_result check_logits_rows(std::span<const std::byte> logits, std::size_t rows, model::thread_pool* pool);
+
 class device_actor : public actor<device_actor, device_actor_message> {
 public:
     device_actor(runtime& rt, std::shared_ptr<device::device> dev, device_actor_options options,
