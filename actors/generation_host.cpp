@@ -507,22 +507,7 @@ std::int64_t generation_host::in_flight() const {
 std::vector<generation_info> generation_host::list() const {
     std::lock_guard lock(mutex_);
     std::vector<generation_info> out;
-    for (const auto& g : generations_) {
-        generation_info i;
-        i.alias = alias_;
-        i.generation = g->number;
-        i.dir = g->dir.string();
-        i.state = std::string(to_string(g->state));
-        i.reason = g->reason;
-        i.chips = g->chips;
-        i.resident = g->engine != nullptr;
-        i.current = g == current_;
-        i.in_flight = g->engine ? g->engine->in_flight() : 0;
-        i.switch_ms = g->switch_ms;
-        i.drain_ms = g->drain_ms;
-        i.tail_requests = g->tail_requests;
-        out.push_back(std::move(i));
-    }
+    for (const auto& g : generations_) out.push_back(info_of(alias_, *g, g == current_));
     return out;
 }
 

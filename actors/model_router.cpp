@@ -538,22 +538,7 @@ std::vector<generation_info> model_router::list() const {
     std::lock_guard lock(mutex_);
     std::vector<generation_info> out;
     for (const auto& a : aliases_) {
-        for (const auto& g : a->generations) {
-            generation_info i;
-            i.alias = a->name;
-            i.generation = g->number;
-            i.dir = g->dir.string();
-            i.state = std::string(to_string(g->state));
-            i.reason = g->reason;
-            i.chips = g->chips;
-            i.resident = g->engine != nullptr;
-            i.current = g == a->current;
-            i.in_flight = g->engine ? g->engine->in_flight() : 0;
-            i.switch_ms = g->switch_ms;
-            i.drain_ms = g->drain_ms;
-            i.tail_requests = g->tail_requests;
-            out.push_back(std::move(i));
-        }
+        for (const auto& g : a->generations) out.push_back(info_of(a->name, *g, g == a->current));
     }
     return out;
 }

@@ -77,6 +77,26 @@ struct generation_info {
     std::int64_t tail_requests = 0;     // requests it still had in flight when it started draining
 };
 
+// One `model list` row from a generation record: the router's and a recordable
+// daemon's generation_host keep the same fields under the same names.
+template <class Generation>
+generation_info info_of(const std::string& alias, const Generation& g, bool current) {
+    generation_info i;
+    i.alias = alias;
+    i.generation = g.number;
+    i.dir = g.dir.string();
+    i.state = std::string(to_string(g.state));
+    i.reason = g.reason;
+    i.chips = g.chips;
+    i.resident = g.engine != nullptr;
+    i.current = current;
+    i.in_flight = g.engine ? g.engine->in_flight() : 0;
+    i.switch_ms = g.switch_ms;
+    i.drain_ms = g.drain_ms;
+    i.tail_requests = g.tail_requests;
+    return i;
+}
+
 struct load_request {
     std::string alias;
     std::filesystem::path dir;

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <future>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -75,6 +76,48 @@ fs::path golden_mutant(const fs::path& from, const fs::path& corpus_of, const st
     return dir;
 }
 
+// `clients` threads streaming the same prompts in a loop against a daemon serving
+// generation 1 or 2 of one alias: each response is counted by the generation whose
+// solo run it equals, or kept as a failure. The destructor stops and joins them, so
+// a failed REQUIRE never leaves joinable threads behind.
+struct streaming_clients {
+    std::vector<std::vector<std::int32_t>> prompts;
+    std::vector<std::string> text1, text2;  // each prompt's solo text on generation 1 / 2
+    std::atomic<bool> stop{false};
+    std::atomic<int> bad{0}, from1{0}, from2{0};
+    std::vector<std::string> failures;
+    std::mutex failures_mutex;
+    std::vector<std::thread> threads;
+
+    streaming_clients(int port, int clients, unsigned seed, int tokens) {
+        for (int i = 0; i < clients; ++i) {
+            prompts.push_back(random_prompt(seed + unsigned(i), 6));
+            text1.push_back(expected_text(port, gen1(), prompts.back(), tokens));
+            text2.push_back(expected_text(port, gen2(), prompts.back(), tokens));
+            REQUIRE(text1.back() != text2.back());
+        }
+        for (int c = 0; c < clients; ++c)
+            threads.emplace_back([this, port, c, tokens] {
+                while (!stop.load()) {
+                    auto got = sse_text(port, prompts[std::size_t(c)], tokens);
+                    if (got == text1[std::size_t(c)]) ++from1;
+                    else if (got == text2[std::size_t(c)]) ++from2;
+                    else {
+                        ++bad;
+                        std::lock_guard lock(failures_mutex);
+                        failures.push_back(got);
+                    }
+                }
+            });
+    }
+    ~streaming_clients() { join(); }
+    void join() {
+        stop.store(true);
+        for (auto& t : threads)
+            if (t.joinable()) t.join();
+    }
+};
+
 }  // namespace
 
 TEST_CASE("models: two models on the two chips under concurrent load equal their solo runs", "[e2e][models]") {
@@ -132,53 +175,19 @@ TEST_CASE("generations: a switch under streaming load fails nothing, rollback is
     daemon_process d(daemon_args(sock, {"--package", "m=" + gen1().string(), "--set", "device.sim.step_ms=2"}));
     REQUIRE(d.started());
     const int n = 32;
-    std::vector<std::vector<std::int32_t>> prompts;
-    std::vector<std::string> text1, text2;
-    for (int i = 0; i < 4; ++i) {
-        prompts.push_back(random_prompt(200 + i, 6));
-        text1.push_back(expected_text(d.port(), gen1(), prompts.back(), n));
-        text2.push_back(expected_text(d.port(), gen2(), prompts.back(), n));
-        REQUIRE(text1.back() != text2.back());
-    }
-
-    std::atomic<bool> stop{false};
-    std::atomic<int> bad{0}, from1{0}, from2{0};
-    std::vector<std::string> failures;
-    std::mutex failures_mutex;
-    std::vector<std::thread> clients;
-    struct joiner {  // a failed REQUIRE below must not leave joinable threads behind
-        std::atomic<bool>& stop;
-        std::vector<std::thread>& threads;
-        ~joiner() {
-            stop.store(true);
-            for (auto& t : threads)
-                if (t.joinable()) t.join();
-        }
-    } join_clients{stop, clients};
-    for (int c = 0; c < 4; ++c) {
-        clients.emplace_back([&, c] {
-            while (!stop.load()) {
-                auto got = sse_text(d.port(), prompts[c], n);
-                if (got == text1[c]) ++from1;
-                else if (got == text2[c]) ++from2;
-                else {
-                    ++bad;
-                    std::lock_guard lock(failures_mutex);
-                    failures.push_back(got);
-                }
-            }
-        });
-    }
-    REQUIRE(wait_until([&] { return from1.load() >= 4; }, std::chrono::seconds(120)));
+    streaming_clients clients(d.port(), 4, 200, n);
+    const auto& prompts = clients.prompts;
+    const auto& text1 = clients.text1;
+    const auto& text2 = clients.text2;
+    REQUIRE(wait_until([&] { return clients.from1.load() >= 4; }, std::chrono::seconds(120)));
     auto [out, rc] = ctl(sock, "model load m " + gen2().string() + " --keep");
     CHECK(rc == 0);
     CHECK(current_number(sock, "m") == 2);
-    const int before = from2.load();
-    REQUIRE(wait_until([&] { return from2.load() >= before + 4; }, std::chrono::seconds(120)));
-    stop.store(true);
-    for (auto& t : clients) t.join();
-    CHECK(bad.load() == 0);
-    for (const auto& f : failures) UNSCOPED_INFO(f);
+    const int before = clients.from2.load();
+    REQUIRE(wait_until([&] { return clients.from2.load() >= before + 4; }, std::chrono::seconds(120)));
+    clients.join();
+    CHECK(clients.bad.load() == 0);
+    for (const auto& f : clients.failures) UNSCOPED_INFO(f);
     // Every request after the switch went to generation 2.
     CHECK(sse_text(d.port(), prompts[0], n) == text2[0]);
     CHECK(metric(d.port(), "calserve_model_generation{model=\"m\"}") == 2);
@@ -340,61 +349,28 @@ TEST_CASE("recorded generations: a load and a rollback under streaming load repl
     REQUIRE(d.started());
     CHECK_THAT(d.banner(), Catch::Contains("recordable"));
     const int n = 24;
-    std::vector<std::vector<std::int32_t>> prompts;
-    std::vector<std::string> text1, text2;
-    for (int i = 0; i < 3; ++i) {
-        prompts.push_back(random_prompt(500 + i, 6));
-        text1.push_back(expected_text(d.port(), gen1(), prompts.back(), n));
-        text2.push_back(expected_text(d.port(), gen2(), prompts.back(), n));
-        REQUIRE(text1.back() != text2.back());
-    }
-    std::atomic<bool> stop{false};
-    std::atomic<int> bad{0}, from1{0}, from2{0};
-    std::vector<std::string> failures;
-    std::mutex failures_mutex;
-    std::vector<std::thread> clients;
-    struct joiner {  // a failed REQUIRE below must not leave joinable threads behind
-        std::atomic<bool>& stop;
-        std::vector<std::thread>& threads;
-        ~joiner() {
-            stop.store(true);
-            for (auto& t : threads)
-                if (t.joinable()) t.join();
-        }
-    } join_clients{stop, clients};
-    for (int c = 0; c < 3; ++c) {
-        clients.emplace_back([&, c] {
-            while (!stop.load()) {
-                auto got = sse_text(d.port(), prompts[c], n);
-                if (got == text1[c]) ++from1;
-                else if (got == text2[c]) ++from2;
-                else {
-                    ++bad;
-                    std::lock_guard lock(failures_mutex);
-                    failures.push_back(got);
-                }
-            }
-        });
-    }
-    REQUIRE(wait_until([&] { return from1.load() >= 3; }, std::chrono::seconds(120)));
+    streaming_clients clients(d.port(), 3, 500, n);
+    const auto& prompts = clients.prompts;
+    const auto& text1 = clients.text1;
+    const auto& text2 = clients.text2;
+    REQUIRE(wait_until([&] { return clients.from1.load() >= 3; }, std::chrono::seconds(120)));
     auto [loaded, load_rc] = ctl(sock, "model load m " + gen2().string() + " --keep");
     INFO(loaded);
     REQUIRE(load_rc == 0);
     CHECK(current_number(sock, "m") == 2);
     CHECK(sse_text(d.port(), prompts[0], n) == text2[0]);  // admitted after the switch: generation 2
-    const int before = from2.load();
-    REQUIRE(wait_until([&] { return from2.load() >= before + 3; }, std::chrono::seconds(120)));
+    const int before = clients.from2.load();
+    REQUIRE(wait_until([&] { return clients.from2.load() >= before + 3; }, std::chrono::seconds(120)));
     REQUIRE(wait_until([&] { return generation_of(sock, "m", 1).at("state").as_string() == "retired"; }));
     auto rolled = ctl_result(sock, "model rollback m");
     CHECK(rolled.at("generation").to_number<int>() == 1);
     CHECK(current_number(sock, "m") == 1);
     CHECK(sse_text(d.port(), prompts[1], n) == text1[1]);  // admitted after the rollback: generation 1
-    const int after = from1.load();
-    REQUIRE(wait_until([&] { return from1.load() >= after + 3; }, std::chrono::seconds(120)));
-    stop.store(true);
-    for (auto& t : clients) t.join();
-    CHECK(bad.load() == 0);
-    for (const auto& f : failures) UNSCOPED_INFO(f);
+    const int after = clients.from1.load();
+    REQUIRE(wait_until([&] { return clients.from1.load() >= after + 3; }, std::chrono::seconds(120)));
+    clients.join();
+    CHECK(clients.bad.load() == 0);
+    for (const auto& f : clients.failures) UNSCOPED_INFO(f);
     auto stopped = ctl_result(sock, "trace stop");
     CHECK_THAT(std::string(stopped.at("written").as_string()), Catch::Contains("0 dropped"));
     CHECK(d.stop() == 0);
