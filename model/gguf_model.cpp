@@ -207,7 +207,7 @@ result<safetensors_file> load_gguf_tensors(const std::filesystem::path& path, co
     for (const auto& t : h.tensors)
         if (auto r = rename_tensor(t, f.header.tensors); !r) return r.error();
     f.data_bytes = h.data_bytes;
-    f.data = std::make_unique_for_overwrite<std::byte[]>(f.data_bytes == 0 ? 1 : f.data_bytes);
+    f.data = make_aligned_bytes(f.data_bytes);
     if (auto r = io::read_range(path, h.data_offset, std::span(f.data.get(), f.data_bytes), opts, report); !r)
         return r.error();
     return f;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/aligned.hpp"
 #include "model/kernels_pool.hpp"
 #include "model/weights.hpp"
 
@@ -64,8 +65,8 @@ void linear(thread_pool& pool, const tensor_view& w, const float* x, std::int64_
 constexpr std::int64_t k_panel_max_cols = 256;
 struct panel_matrix {
     std::int64_t rows = 0, cols = 0;
-    std::vector<float> f32;
-    std::vector<std::uint16_t> bf16;
+    simd_vector<float> f32;
+    simd_vector<std::uint16_t> bf16;
     bool empty() const { return f32.empty() && bf16.empty(); }
     // Empty when `w` has more than k_panel_max_cols columns or is Q8_0.
     static panel_matrix pack(const tensor_view& w);

@@ -127,7 +127,7 @@ result<safetensors_file> load_safetensors(const std::filesystem::path& path, con
     if (!header) return header.error();
     f.header = std::move(*header);
     f.header.data_offset = 8 + header_len;
-    f.data = std::make_unique_for_overwrite<std::byte[]>(f.data_bytes == 0 ? 1 : f.data_bytes);
+    f.data = make_aligned_bytes(f.data_bytes);
     if (auto r = io::read_range(path, f.header.data_offset, std::span(f.data.get(), f.data_bytes), opts, report); !r)
         return r.error();
     return f;

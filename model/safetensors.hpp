@@ -22,6 +22,7 @@
 
 #include "config/result.hpp"
 #include "io/file_reader.hpp"
+#include "model/aligned.hpp"
 
 namespace calserve::model {
 
@@ -57,7 +58,7 @@ result<safetensors_header> parse_safetensors_header(std::string_view json_text, 
 struct safetensors_file {
     std::filesystem::path path;
     safetensors_header header;
-    std::unique_ptr<std::byte[]> data;
+    aligned_bytes data;  // 64-byte aligned: tensors at 64-byte offsets keep their rows on cache lines
     std::uint64_t data_bytes = 0;
 
     const std::byte* tensor_data(const tensor_info& t) const { return data.get() + t.begin; }

@@ -7,7 +7,7 @@
 namespace calserve::model {
 namespace {
 
-void ensure(std::vector<float>& v, std::int64_t n) {
+void ensure(simd_vector<float>& v, std::int64_t n) {
     if (v.size() < static_cast<std::size_t>(n)) v.resize(static_cast<std::size_t>(n));
 }
 
@@ -108,7 +108,7 @@ void transformer::impl::attend(const shard_range& s, std::int64_t layer, std::sp
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const std::int64_t work = t * heads * (rows.back().pos + 1) * hd * 2;  // upper bound of the multiply-adds
     pool.parallel_for(t * heads, 1, work, [&](std::int64_t b, std::int64_t e) {
-        thread_local std::vector<float> scores;
+        thread_local simd_vector<float> scores;
         for (std::int64_t item = b; item < e; ++item) {
             const std::int64_t i = item / heads, hh = s.head_begin + item % heads, kh = hh / group;
             const row_ref& r = rows[static_cast<std::size_t>(i)];

@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "model/aligned.hpp"
 #include "model/kernels.hpp"
 #include "model/kernels_pool.hpp"
 #include "model/transformer.hpp"
@@ -50,7 +51,7 @@ struct row_ref {
 
 // Scratch buffers reused across calls (grown, never shrunk).
 struct workspace {
-    std::vector<float> x, xn, q, k, v, attn, part, gate, up, router, rope_cos, rope_sin, expert_in, final_rows;
+    simd_vector<float> x, xn, q, k, v, attn, part, gate, up, router, rope_cos, rope_sin, expert_in, final_rows;
 };
 
 struct transformer::impl {

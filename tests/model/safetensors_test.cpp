@@ -55,6 +55,24 @@ TEST_CASE("safetensors round trip keeps names, dtypes, shapes and bytes") {
     CHECK(f->header.tensors[1].type == model::dtype::bf16);
 }
 
+TEST_CASE("a loaded data region starts on a cache line, so 64-byte tensor offsets stay aligned") {
+    // Large enough that the allocator would hand out a 16-byte-aligned mapping.
+    auto dir = test::scratch_dir("st-aligned");
+    std::vector<float> a(64 * 1024, 1.0f), b(16, 2.0f), c(32, 3.0f);
+    std::vector<model::tensor_to_write> t{{"a", model::dtype::f32, {64, 1024}, std::as_bytes(std::span(a))},
+                                          {"b", model::dtype::f32, {16}, std::as_bytes(std::span(b))},
+                                          {"c", model::dtype::f32, {32}, std::as_bytes(std::span(c))}};
+    REQUIRE(model::write_safetensors(dir / "x.safetensors", t).ok());
+    auto f = model::load_safetensors(dir / "x.safetensors");
+    REQUIRE(f.ok());
+    for (const auto& ti : f->header.tensors) {
+        INFO(ti.name);
+        CHECK(reinterpret_cast<std::uintptr_t>(f->tensor_data(ti)) % model::k_simd_alignment == 0);
+    }
+    model::simd_vector<float> v(1000);
+    CHECK(reinterpret_cast<std::uintptr_t>(v.data()) % model::k_simd_alignment == 0);
+}
+
 TEST_CASE("corrupted or truncated safetensors files give clear errors") {
     auto dir = test::scratch_dir("st-corrupt");
     const std::string good = R"({"w":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})";
