@@ -110,6 +110,12 @@ CALSERVE_AVX512_ISA inline __m256 high_half(__m512 v) {
 // results are equal bit for bit. With 32 registers the accumulators of four vectors
 // never spill, which the AVX2 kernel's sixteen make it do (B4 decode ~1.2x faster).
 // Two weight rows per pass, sharing each activation load, measured slower (spills).
+// The weight stream runs this far ahead of the multiply-adds, one line per 32 weights.
+// With several vectors the loop is busy with activation loads and FMAs, and the
+// hardware prefetcher alone left the stream and the arithmetic mostly serial.
+// Prefetches never fault, so running past the rows of this call is harmless.
+constexpr std::int64_t k_prefetch_bytes = 4096;
+
 template <int NV>
 CALSERVE_AVX512_ISA void dot_group_bf16_avx512(const tensor_view& w, std::int64_t r0, std::int64_t r1, const float* x,
                                                std::int64_t ldx, float* y, std::int64_t ldy) {
@@ -120,6 +126,7 @@ CALSERVE_AVX512_ISA void dot_group_bf16_avx512(const tensor_view& w, std::int64_
         for (int v = 0; v < NV; ++v) z[v][0] = z[v][1] = _mm512_setzero_ps();
         std::int64_t k = 0;
         for (; k < n32; k += 32) {
+            _mm_prefetch(reinterpret_cast<const char*>(p + k * 2 + k_prefetch_bytes), _MM_HINT_T0);
             const __m512 w0 = load16_bf16(p + k * 2);
             const __m512 w1 = load16_bf16(p + (k + 16) * 2);
             for (int v = 0; v < NV; ++v) {
