@@ -71,6 +71,11 @@ TEST_CASE("a loaded data region starts on a cache line, so 64-byte tensor offset
     }
     model::simd_vector<float> v(1000);
     CHECK(reinterpret_cast<std::uintptr_t>(v.data()) % model::k_simd_alignment == 0);
+    // Weight-sized regions start on a huge page (so transparent huge pages can back all of them).
+    auto big = model::make_aligned_bytes(3 * model::k_huge_page + 100);
+    CHECK(reinterpret_cast<std::uintptr_t>(big.get()) % model::k_huge_page == 0);
+    auto small = model::make_aligned_bytes(0);
+    CHECK(small != nullptr);
 }
 
 TEST_CASE("corrupted or truncated safetensors files give clear errors") {
