@@ -17,6 +17,7 @@
 #include "model/sampling.hpp"
 #include "net/output_constraint.hpp"
 #include "tests/model/grammar_fixture.hpp"
+#include "tests/model/grammar_random_model.hpp"
 #include "tests/model/schema_generator.hpp"
 
 namespace calserve::test {
@@ -58,43 +59,6 @@ net::api_output_spec tool_spec(std::uint64_t seed) {
         spec.tool_name = spec.tools[rng() % n].name;
     }
     return spec;
-}
-
-// Samples one completion; the text when the grammar completed (terminated or EOS).
-std::optional<std::string> generate(const std::shared_ptr<const gr::compiled>& c, const gr::vocabulary& v,
-                                    std::uint64_t seed) {
-    gr::matcher m(c);
-    std::vector<std::uint32_t> mask(m.mask_words());
-    std::vector<float> logits(v.size());
-    std::mt19937_64 gen(seed);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    model::sampler sampler;
-    model::sampling_params p;
-    p.temperature = 1.0f;
-    if (seed % 3 == 0) p.top_k = 50;
-    if (seed % 3 == 1) p.top_p = 0.9f;
-    model::request_rng rng(seed);
-    // Without an EOS bias, a required choice often goes on to a second call.
-    const float eos_bias = seed % 2 ? 0.0f : 12.0f;
-    std::string text;
-    for (int step = 0; step < k_max_steps; ++step) {
-        if (m.terminated()) return text;
-        m.fill_mask(mask);
-        bool any = false;
-        for (const auto w : mask) any = any || w != 0;
-        if (!any) FAIL("empty mask after: " << text);
-        for (std::size_t i = 0; i < logits.size(); ++i) {
-            const auto bytes = v.bytes(static_cast<std::int32_t>(i));
-            const bool closes = bytes.find_first_of("\"}],") != std::string_view::npos;
-            logits[i] = 2.0f * normal(gen) + (closes ? 9.0f : 0.0f) + (v.is_eos(static_cast<std::int32_t>(i)) ? eos_bias : 0.0f);
-        }
-        auto r = sampler.sample(logits, p, {}, rng, mask);
-        REQUIRE(r.ok());
-        REQUIRE(m.accept(r->token));
-        if (v.is_eos(r->token)) return text;
-        text += v.bytes(r->token);
-    }
-    return std::nullopt;
 }
 
 struct parsed_call {
@@ -154,7 +118,10 @@ TEST_CASE("Forced tool calls parse and their arguments validate against the para
         for (const auto& t : spec.tools) params[t.name] = t.parameters_json.empty() ? R"({"type":"object"})" : t.parameters_json;
         for (std::uint64_t doc = 0; doc < 3; ++doc) {
             ++completions;
-            const auto text = generate(c.value(), *vocab, seed * 100 + doc);
+            // Without an EOS bias, a required choice often goes on to a second call.
+            const std::uint64_t gen_seed = seed * 100 + doc;
+            const auto text =
+                random_model_completion(c.value(), *vocab, gen_seed, k_max_steps, gen_seed % 2 ? 0.0f : 12.0f);
             if (!text) continue;
             ++completed;
             INFO("output " << *text);
