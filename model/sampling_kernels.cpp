@@ -172,12 +172,9 @@ CALSERVE_AVX2_ISA max_scan scan_max_avx2(const float* p, std::size_t n) {
     return out;
 }
 
-// exp(x) for x <= 0 (and -inf): Cody-Waite reduction by ln 2 and a degree-6 polynomial
-// on [-ln2/2, ln2/2]; exp(0) is exactly 1; below the smallest normal the result is 0.
-CALSERVE_AVX2_ISA inline __m256 exp_nonpositive(__m256 x) {
-    const __m256 lowest = _mm256_set1_ps(-87.33654f);
-    const __m256 valid = _mm256_cmp_ps(x, lowest, _CMP_GE_OQ);
-    x = _mm256_max_ps(x, lowest);
+// exp(x) for x >= -87.33654 (the smallest normal's log): Cody-Waite reduction by ln 2 and a
+// degree-6 polynomial on [-ln2/2, ln2/2]; exp(0) is exactly 1.
+CALSERVE_AVX2_ISA inline __m256 exp_unclamped(__m256 x) {
     const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
@@ -190,7 +187,15 @@ CALSERVE_AVX2_ISA inline __m256 exp_nonpositive(__m256 x) {
     poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(5.0000001201e-1f));
     const __m256 y = _mm256_fmadd_ps(poly, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
     const __m256i scale = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(scale)), valid);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(scale));
+}
+
+// exp(x) for x <= 0 (and -inf): exp_unclamped on x clamped to its range; below the
+// smallest normal the result is 0.
+CALSERVE_AVX2_ISA inline __m256 exp_nonpositive(__m256 x) {
+    const __m256 lowest = _mm256_set1_ps(-87.33654f);
+    const __m256 valid = _mm256_cmp_ps(x, lowest, _CMP_GE_OQ);
+    return _mm256_and_ps(exp_unclamped(_mm256_max_ps(x, lowest)), valid);
 }
 
 CALSERVE_AVX2_ISA inline float hsum(__m256 v) {
@@ -360,22 +365,6 @@ CALSERVE_AVX2_ISA inline __m256 load_bf16x8(const bf16* p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
 }
 
-// exp_nonpositive without the underflow clamp: equal to it whenever x >= -87.33654.
-CALSERVE_AVX2_ISA inline __m256 exp_unclamped(__m256 x) {
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 poly = _mm256_set1_ps(1.9875691500e-4f);
-    poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.3981999507e-3f));
-    poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(8.3334519073e-3f));
-    poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(4.1665795894e-2f));
-    poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.6666665459e-1f));
-    poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(5.0000001201e-1f));
-    const __m256 y = _mm256_fmadd_ps(poly, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    const __m256i scale = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(y, _mm256_castsi256_ps(scale));
-}
 
 template <bool Clamp>
 CALSERVE_AVX2_ISA inline __m256 exp_bf16x8(const bf16* p, __m256 max, __m256 inv_t) {
