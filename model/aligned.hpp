@@ -1,5 +1,5 @@
 #pragma once
-//! 64-byte-aligned storage for what the SIMD kernels stream.
+//! Aligned storage for what the SIMD kernels stream: 64-byte lines, huge pages for weights.
 //!
 //! Role: the weight data regions and the forward pass's activation buffers start on a
 //! cache line, so a 512-bit load of a row (whose stride is a multiple of 64 bytes in

@@ -104,18 +104,19 @@ CALSERVE_AVX512_ISA inline __m256 high_half(__m512 v) {
     return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
 }
 
-// dot_group_t<bf16, NV> on sixteen lanes. Lanes 0-7 of z[v][0] are the AVX2 kernel's
-// acc[v][0] and lanes 8-15 its acc[v][1] (z[v][1]: acc[v][2], acc[v][3]), so every
-// lane runs the FMA chain it runs there and the reduction takes the same steps: the
-// results are equal bit for bit. With 32 registers the accumulators of four vectors
-// never spill, which the AVX2 kernel's sixteen make it do (B4 decode ~1.2x faster).
-// Two weight rows per pass, sharing each activation load, measured slower (spills).
 // The weight stream runs this far ahead of the multiply-adds, one line per 32 weights.
 // With several vectors the loop is busy with activation loads and FMAs, and the
 // hardware prefetcher alone left the stream and the arithmetic mostly serial.
 // Prefetches never fault, so running past the rows of this call is harmless.
 constexpr std::int64_t k_prefetch_bytes = 4096;
 
+// dot_group_t<bf16, NV> on sixteen lanes. Lanes 0-7 of z[v][0] are the AVX2 kernel's
+// acc[v][0] and lanes 8-15 its acc[v][1] (z[v][1]: acc[v][2], acc[v][3]), so every
+// lane runs the FMA chain it runs there and the reduction takes the same steps: the
+// results are equal bit for bit. With 32 registers the accumulators of four vectors
+// never spill, which the AVX2 kernel's sixteen make it do (B4 decode ~1.2x faster).
+// Two weight rows per pass, sharing each activation load: no faster from L2, slower
+// from memory (measured with aligned buffers).
 template <int NV>
 CALSERVE_AVX512_ISA void dot_group_bf16_avx512(const tensor_view& w, std::int64_t r0, std::int64_t r1, const float* x,
                                                std::int64_t ldx, float* y, std::int64_t ldy) {
