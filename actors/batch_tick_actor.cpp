@@ -5,7 +5,7 @@
 #include "actors/chip_session_actor.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/kv_manager_actor.hpp"
-#include "actors/metrics.hpp"
+#include "metrics/metrics.hpp"
 #include "actors/request_actor.hpp"
 #include "config/invariant.hpp"
 

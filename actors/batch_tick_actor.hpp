@@ -30,9 +30,13 @@
 #include <deque>
 #include <map>
 
-#include "actors/actor.hpp"
+#include "actors/runtime/actor.hpp"
 #include "actors/batch_tick_messages.hpp"
 #include "actors/schedule_policy.hpp"
+
+namespace calserve::metrics {
+struct calserve_metrics;
+}
 
 namespace calserve::actors {
 
@@ -40,9 +44,6 @@ class chip_session_actor;
 class kv_manager_actor;
 class device_actor;
 class request_actor;
-namespace metrics {
-struct calserve_metrics;
-}
 
 enum class kv_policy : std::uint8_t { on_demand, reserve };
 

@@ -3,7 +3,7 @@
 #include <variant>
 #include <vector>
 
-#include "actors/actor.hpp"
+#include "actors/runtime/actor.hpp"
 #include "actors/sequence.hpp"
 #include "device/types.hpp"
 

@@ -4,7 +4,7 @@
 
 #include "actors/batch_tick_actor.hpp"
 #include "actors/device_actor.hpp"
-#include "actors/metrics.hpp"
+#include "metrics/metrics.hpp"
 #include "actors/request_actor.hpp"
 #include "actors/sampler_actor.hpp"
 

@@ -16,10 +16,14 @@
 //! new job; the BatchTick only hands a slot back after `bt_slot_free`.
 #include <array>
 
-#include "actors/actor.hpp"
+#include "actors/runtime/actor.hpp"
 #include "actors/chip_session_messages.hpp"
 #include "actors/engine_journal.hpp"
-#include "actors/lifecycle.hpp"
+#include "actors/runtime/lifecycle.hpp"
+
+namespace calserve::metrics {
+struct calserve_metrics;
+}
 
 namespace calserve::actors {
 
@@ -27,9 +31,6 @@ class batch_tick_actor;
 class device_actor;
 class sampler_actor;
 class request_actor;
-namespace metrics {
-struct calserve_metrics;
-}
 
 enum class slot_state : std::uint8_t { free, filling, submitted, done, draining };
 std::string_view to_string(slot_state s);

@@ -5,8 +5,8 @@
 
 #include "actors/chip_session_actor.hpp"
 #include "actors/kv_manager_actor.hpp"
-#include "actors/metrics.hpp"
-#include "model/kernels_pool.hpp"
+#include "metrics/metrics.hpp"
+#include "model/core/thread_pool.hpp"
 
 namespace calserve::actors {
 

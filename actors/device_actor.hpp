@@ -37,11 +37,15 @@
 #include <array>
 #include <random>
 
-#include "actors/actor.hpp"
+#include "actors/runtime/actor.hpp"
 #include "actors/device_actor_messages.hpp"
 #include "actors/engine_journal.hpp"
-#include "actors/lifecycle.hpp"
+#include "actors/runtime/lifecycle.hpp"
 #include "device/fault_points.hpp"
+
+namespace calserve::metrics {
+struct calserve_metrics;
+}
 
 namespace calserve::model {
 class thread_pool;
@@ -51,9 +55,6 @@ namespace calserve::actors {
 
 class chip_session_actor;
 class kv_manager_actor;
-namespace metrics {
-struct calserve_metrics;
-}
 
 enum class device_health : std::uint8_t { unconfigured, configuring, warmup, ready, busy, faulted, resetting, dead };
 std::string_view to_string(device_health s);

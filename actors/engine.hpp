@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "config/result.hpp"
-#include "model/chat_message.hpp"
-#include "model/grammar.hpp"
-#include "model/sampling_params.hpp"
+#include "model/chat/message.hpp"
+#include "model/grammar/grammar.hpp"
+#include "model/sampling/params.hpp"
 
 namespace calserve::actors {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "actors/metrics.hpp"
+#include "metrics/metrics.hpp"
 #include "config/invariant.hpp"
 
 namespace calserve::actors {

@@ -14,13 +14,14 @@
 #include <deque>
 #include <optional>
 
-#include "actors/actor.hpp"
+#include "actors/runtime/actor.hpp"
 #include "actors/kv_manager_messages.hpp"
 
-namespace calserve::actors {
-namespace metrics {
+namespace calserve::metrics {
 struct calserve_metrics;
 }
+
+namespace calserve::actors {
 
 inline constexpr std::size_t k_kv_wait_queue = 1024;
 

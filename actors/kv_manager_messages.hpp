@@ -3,7 +3,7 @@
 #include <chrono>
 #include <variant>
 
-#include "actors/ask.hpp"
+#include "actors/runtime/ask.hpp"
 #include "actors/kv_pool.hpp"
 
 namespace calserve::actors {

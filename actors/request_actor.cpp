@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "actors/batch_tick_actor.hpp"
-#include "actors/metrics.hpp"
+#include "metrics/metrics.hpp"
 
 namespace calserve::actors {
 

@@ -14,19 +14,20 @@
 #include <functional>
 #include <memory>
 
-#include "actors/actor.hpp"
-#include "actors/lifecycle.hpp"
+#include "actors/runtime/actor.hpp"
+#include "actors/runtime/lifecycle.hpp"
 #include "actors/request_messages.hpp"
 #include "actors/sequence.hpp"
-#include "model/stop_matcher.hpp"
-#include "model/stream_decoder.hpp"
+#include "model/chat/stop_matcher.hpp"
+#include "model/tokenizer/stream_decoder.hpp"
+
+namespace calserve::metrics {
+struct calserve_metrics;
+}
 
 namespace calserve::actors {
 
 class batch_tick_actor;
-namespace metrics {
-struct calserve_metrics;
-}
 
 enum class request_state : std::uint8_t {
     received, queued, prefilling, decoding, finished, cancelled, timed_out, failed, rejected

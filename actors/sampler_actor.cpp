@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "actors/chip_session_actor.hpp"
-#include "actors/metrics.hpp"
+#include "metrics/metrics.hpp"
 #include "device/fault_points.hpp"
-#include "model/kernels_pool.hpp"
+#include "model/core/thread_pool.hpp"
 
 namespace calserve::actors {
 

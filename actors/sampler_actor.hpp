@@ -1,5 +1,5 @@
 #pragma once
-//! Sampler: the sampling maths (model/sampling.hpp) on logits from the device.
+//! Sampler: the sampling maths (model/sampling/sampling.hpp) on logits from the device.
 //!
 //! One message per job: every live row of a decode batch (or the one row of a
 //! prefill) is sampled with its own parameters, seed and history. Stateless per
@@ -15,9 +15,13 @@
 //! k_sampler_stall_max) to exercise slot timeouts and the watchdog.
 #include <memory>
 
-#include "actors/actor.hpp"
+#include "actors/runtime/actor.hpp"
 #include "actors/sampler_messages.hpp"
-#include "model/sampling.hpp"
+#include "model/sampling/sampling.hpp"
+
+namespace calserve::metrics {
+struct calserve_metrics;
+}
 
 namespace calserve::device {
 class fault_registry;
@@ -29,9 +33,6 @@ class thread_pool;
 namespace calserve::actors {
 
 class chip_session_actor;
-namespace metrics {
-struct calserve_metrics;
-}
 
 inline constexpr std::chrono::milliseconds k_sampler_stall_max{60000};
 

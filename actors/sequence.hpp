@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "actors/engine.hpp"
-#include "model/sampling_params.hpp"
-#include "model/sampling_rng.hpp"
+#include "model/sampling/params.hpp"
+#include "model/sampling/rng.hpp"
 
 namespace calserve::actors {
 

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <span>
 
-#include "model/bf16.hpp"
+#include "model/core/bf16.hpp"
 
 namespace calserve::device {
 

@@ -8,7 +8,7 @@
 
 #include "device/device.hpp"
 #include "device/bf16.hpp"
-#include "model/hf_config.hpp"
+#include "model/weights/hf_config.hpp"
 
 namespace calserve::device {
 

@@ -4,7 +4,7 @@
 
 #include <boost/json.hpp>
 
-#include "model/python_json.hpp"
+#include "model/tokenizer/python_json.hpp"
 
 namespace calserve::net {
 namespace json = boost::json;

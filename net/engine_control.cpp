@@ -4,7 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/device_actor.hpp"
-#include "actors/metrics.hpp"
+#include "metrics/metrics.hpp"
 #include "device/fault_points.hpp"
 
 namespace calserve::net {
@@ -31,7 +31,7 @@ fault_arm_request to_request(const device::armed_fault& a) {
 }  // namespace
 
 std::function<std::optional<double>(const std::string&)> client_stall_hook(
-    std::shared_ptr<device::fault_registry> faults, actors::metrics::calserve_metrics* metrics,
+    std::shared_ptr<device::fault_registry> faults, metrics::calserve_metrics* metrics,
     std::function<std::optional<std::uint64_t>(const std::string&)> sequence_of) {
     faults->add_consumer(device::fault_point::client_stall);
     return [faults, metrics, sequence_of = std::move(sequence_of)](const std::string& id) -> std::optional<double> {

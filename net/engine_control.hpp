@@ -15,9 +15,9 @@
 #include <functional>
 #include <optional>
 
-#include "actors/model_router.hpp"
-#include "actors/serving_engine.hpp"
-#include "actors/traced_engine.hpp"
+#include "engine/model_router.hpp"
+#include "engine/serving_engine.hpp"
+#include "engine/traced_engine.hpp"
 #include "net/control_target.hpp"
 
 namespace calserve::net {
@@ -30,22 +30,22 @@ namespace calserve::net {
 // (so `match.sequence` / `match.request` filters fire on that request's writes); it
 // may be empty. `metrics` may be null.
 std::function<std::optional<double>(const std::string& request_id)> client_stall_hook(
-    std::shared_ptr<device::fault_registry> faults, actors::metrics::calserve_metrics* metrics,
+    std::shared_ptr<device::fault_registry> faults, metrics::calserve_metrics* metrics,
     std::function<std::optional<std::uint64_t>(const std::string&)> sequence_of = {});
 
 class engine_control final : public control_target {
 public:
     // `metrics` may be null (stats then omit the metric-derived fields).
     // `traced` may be null (threaded daemon: no recording).
-    engine_control(actors::serving_engine& engine, actors::metrics::calserve_metrics* metrics)
+    engine_control(actors::serving_engine& engine, metrics::calserve_metrics* metrics)
         : engine_(&engine), metrics_(metrics) {}
     // A recordable daemon: every command goes through `traced` (recorded), device
     // commands and stats to its serving generation.
-    engine_control(actors::traced_engine& traced, actors::metrics::calserve_metrics* metrics)
+    engine_control(actors::traced_engine& traced, metrics::calserve_metrics* metrics)
         : metrics_(metrics), traced_(&traced) {}
     // Several models and generations: device commands and stats go to the primary
     // model's serving generation; faults to the board's shared registry.
-    engine_control(actors::model_router& router, actors::metrics::calserve_metrics* metrics)
+    engine_control(actors::model_router& router, metrics::calserve_metrics* metrics)
         : router_(&router), metrics_(metrics) {}
 
     result<std::uint64_t> fault_arm(const fault_arm_request& request) override;
@@ -69,7 +69,7 @@ private:
 
     actors::serving_engine* engine_ = nullptr;
     actors::model_router* router_ = nullptr;
-    actors::metrics::calserve_metrics* metrics_;
+    metrics::calserve_metrics* metrics_;
     actors::traced_engine* traced_ = nullptr;
 };
 

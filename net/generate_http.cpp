@@ -31,7 +31,7 @@ void token_clock::on_token(actors::calserve_metrics& m, steady_clock::time_point
 }
 
 void count_outcome(actors::calserve_metrics& m, finish_reason r) {
-    using actors::metrics::outcome;
+    using metrics::outcome;
     switch (r) {
         case finish_reason::stop: m.requests(outcome::stop).inc(); return;
         case finish_reason::length: m.requests(outcome::length).inc(); return;
@@ -69,7 +69,7 @@ std::variant<api_request, api_error> admit_request(http_server::impl& srv, api_k
     prompt_work work;
     auto err = prepare_prompt(req, *req.target, srv.options.default_max_tokens, &work);
     tokenize_s = seconds_between(t0, steady_clock::now());
-    srv.metrics.phase_seconds(actors::metrics::phase::tokenize).observe(tokenize_s);
+    srv.metrics.phase_seconds(metrics::phase::tokenize).observe(tokenize_s);
     srv.metrics.tokenize_bytes.inc(double(work.bytes_tokenized));
     if (work.refused_by_bytes) srv.metrics.tokenize_refused.inc();
     if (err) return *err;
@@ -222,7 +222,7 @@ asio::awaitable<void> pump_sse(generation& g, beast::tcp_stream& stream) {
         stream.expires_never();
         const double flush = seconds_between(t0, steady_clock::now());
         g.rec.flush_s += flush;
-        g.srv->metrics.phase_seconds(actors::metrics::phase::flush).observe(flush);
+        g.srv->metrics.phase_seconds(metrics::phase::flush).observe(flush);
         if (ec) {
             g.write_failed = true;
             co_return;
@@ -363,7 +363,7 @@ asio::awaitable<bool> handle_generate(http_exchange& ex, api_kind kind) {
     admission admitted = done ? std::move(done->admitted) : admission{pool_full()};
     if (done) tokenize_s = done->tokenize_s;
     if (admitted.index() == 1) {
-        srv.metrics.requests(actors::metrics::outcome::rejected).inc();
+        srv.metrics.requests(metrics::outcome::rejected).inc();
         co_return co_await send_error(ex, std::get<api_error>(admitted));
     }
     generation g;
@@ -390,7 +390,7 @@ asio::awaitable<bool> handle_generate(http_exchange& ex, api_kind kind) {
     }
     auto submitted = g.req.target->submit(g.req.gen, std::make_shared<channel_sink>(g.channel, 0));
     if (!submitted) {
-        srv.metrics.requests(actors::metrics::outcome::rejected).inc();
+        srv.metrics.requests(metrics::outcome::rejected).inc();
         g.channel->close();
         api_error refusal = from_error_info(submitted.error());
         co_return co_await send_error(ex, refusal);

@@ -23,7 +23,7 @@
 #include <string>
 
 #include "actors/engine.hpp"
-#include "actors/metrics.hpp"
+#include "metrics/metrics.hpp"
 #include "config/result.hpp"
 
 namespace boost::asio {

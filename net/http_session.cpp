@@ -210,7 +210,7 @@ asio::awaitable<after> serve_one(std::shared_ptr<http_server::impl> srv, std::ui
     if (ec) {
         auto refusal = parse_refusal(ec, o);
         if (!refusal) co_return after::close;
-        if (refusal->code == status::payload_too_large) srv->metrics.requests(actors::metrics::outcome::rejected).inc();
+        if (refusal->code == status::payload_too_large) srv->metrics.requests(metrics::outcome::rejected).inc();
         co_await send_refusal(*stream, *srv, 11, *refusal, {});
         co_return after::linger;
     }

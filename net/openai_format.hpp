@@ -8,7 +8,7 @@
 //! both paths share one formatter. It is used on one strand only.
 //!
 //! Chat with thinking or tools (`parse_output`): the text goes through the
-//! streaming answer parser (model/chat_output.hpp) into `reasoning_content`,
+//! streaming answer parser (model/chat/output.hpp) into `reasoning_content`,
 //! `content` and `tool_calls` (deltas as OpenAI streams them: the call's index, id,
 //! type and name with empty arguments, then argument fragments). A stop with tool
 //! calls says finish_reason "tool_calls"; a max_tokens stop still says "length".
@@ -19,7 +19,7 @@
 #include <string_view>
 
 #include "actors/engine.hpp"
-#include "model/chat_output.hpp"
+#include "model/chat/output.hpp"
 #include "net/api_params.hpp"
 
 namespace calserve::net {

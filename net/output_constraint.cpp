@@ -1,7 +1,7 @@
 // The grammar a request's response_format / tool_choice asks for. See output_constraint.hpp.
 #include "net/output_constraint.hpp"
 
-#include "model/grammar.hpp"
+#include "model/grammar/grammar.hpp"
 
 namespace calserve::net {
 namespace grammar = model::grammar;

@@ -57,11 +57,11 @@ struct http_server::impl : std::enable_shared_from_this<http_server::impl> {
     const std::size_t max_connections;              // options.max_connections or the derived default
 
     // Net-side metric families (registered in the daemon's registry).
-    actors::metrics::gauge& connections_open;       // calserve_http_connections
-    actors::metrics::counter& connections_refused;  // calserve_http_connections_refused_total
-    actors::metrics::counter& accept_backoffs;      // calserve_http_accept_backoffs_total
-    actors::metrics::gauge& ws_queued_bytes;        // calserve_ws_queued_bytes
-    mutable actors::metrics::family<actors::metrics::counter> responses;  // calserve_http_responses_total{code}
+    metrics::gauge& connections_open;       // calserve_http_connections
+    metrics::counter& connections_refused;  // calserve_http_connections_refused_total
+    metrics::counter& accept_backoffs;      // calserve_http_accept_backoffs_total
+    metrics::gauge& ws_queued_bytes;        // calserve_ws_queued_bytes
+    mutable metrics::family<metrics::counter> responses;  // calserve_http_responses_total{code}
     // Counts one response (or accepted WebSocket upgrade, 101) by its status code.
     void count_response(unsigned code) const { responses.labels({std::to_string(code)}).inc(); }
 

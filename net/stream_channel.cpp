@@ -22,7 +22,7 @@ std::size_t event_bytes(const stream_event& ev) {
 }
 
 stream_channel::stream_channel(asio::any_io_executor strand, std::size_t limit, std::size_t limit_bytes,
-                               actors::metrics::gauge* bytes_gauge)
+                               metrics::gauge* bytes_gauge)
     : strand_(strand),
       timer_(strand),
       room_timer_(strand),

@@ -41,7 +41,7 @@
 #include <vector>
 
 #include "actors/engine.hpp"
-#include "actors/metrics.hpp"
+#include "metrics/metrics.hpp"
 
 namespace calserve::net {
 
@@ -65,7 +65,7 @@ public:
     // `limit_bytes` (0 = none) bounds queued bytes until released; `bytes_gauge`
     // (optional) mirrors the queued bytes (summed over channels).
     stream_channel(boost::asio::any_io_executor strand, std::size_t limit, std::size_t limit_bytes = 0,
-                   actors::metrics::gauge* bytes_gauge = nullptr);
+                   metrics::gauge* bytes_gauge = nullptr);
     ~stream_channel();
 
     // Producer side, any thread, never blocks.
@@ -96,7 +96,7 @@ private:
     boost::asio::steady_timer room_timer_;  // the same, for wait_room (woken by release)
     const std::size_t limit_;
     const std::size_t limit_bytes_;       // 0 = no byte bound (and no byte accounting)
-    actors::metrics::gauge* bytes_gauge_;
+    metrics::gauge* bytes_gauge_;
     mutable std::mutex mutex_;
     std::deque<stream_event> queue_;      // guarded by mutex_
     std::size_t queued_tokens_ = 0;       // guarded; <= limit_

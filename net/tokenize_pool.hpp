@@ -28,7 +28,7 @@
 #include <thread>
 #include <vector>
 
-#include "actors/metrics.hpp"
+#include "metrics/metrics.hpp"
 
 namespace calserve::net {
 

@@ -150,7 +150,7 @@ void ws_session::start_stream(pending_generate g, admission admitted, double tok
     const auto received = g.received;
     const auto kind = g.kind;
     if (auto* e = std::get_if<api_error>(&admitted)) {
-        srv->metrics.requests(actors::metrics::outcome::rejected).inc();
+        srv->metrics.requests(metrics::outcome::rejected).inc();
         reply_error(id, *e);
         return;
     }
@@ -182,7 +182,7 @@ void ws_session::start_stream(pending_generate g, admission admitted, double tok
     auto submitted = req.target->submit(std::move(req.gen), std::make_shared<channel_sink>(channel, key));
     if (!submitted) {
         channel->discard(key);
-        srv->metrics.requests(actors::metrics::outcome::rejected).inc();
+        srv->metrics.requests(metrics::outcome::rejected).inc();
         reply_error(id, from_error_info(submitted.error()));
         return;
     }
@@ -408,7 +408,7 @@ asio::awaitable<void> run_websocket(std::shared_ptr<http_server::impl> srv, std:
     s.channel->close();
     for (auto& [key, st] : s.streams) {
         srv->engine.cancel(st.request_id);
-        srv->metrics.requests(actors::metrics::outcome::cancelled).inc();
+        srv->metrics.requests(metrics::outcome::cancelled).inc();
     }
     if (!ec) {
         beast::error_code ignored;

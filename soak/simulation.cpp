@@ -5,19 +5,19 @@
 
 #include "actors/batch_tick_actor.hpp"
 #include "actors/device_actor.hpp"
-#include "actors/generation_host.hpp"
-#include "actors/model_router.hpp"
+#include "engine/generation_host.hpp"
+#include "engine/model_router.hpp"
 #include "actors/kv_manager_actor.hpp"
-#include "actors/lifecycle.hpp"
-#include "actors/runtime.hpp"
-#include "actors/serving_engine.hpp"
+#include "actors/runtime/lifecycle.hpp"
+#include "actors/runtime/runtime.hpp"
+#include "engine/serving_engine.hpp"
 #include "config/config.hpp"
 #include "device/fault_points.hpp"
 #include "device/package_spec.hpp"
 #include "io/atomic_dir.hpp"
-#include "model/bf16.hpp"
-#include "model/synthetic_model.hpp"
-#include "model/transformer.hpp"
+#include "model/core/bf16.hpp"
+#include "model/weights/synthetic_model.hpp"
+#include "model/cpu/transformer.hpp"
 
 namespace calserve::soak {
 namespace {

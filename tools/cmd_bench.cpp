@@ -23,7 +23,7 @@
 #include "loadgen/join.hpp"
 #include "loadgen/run.hpp"
 #include "loadgen/sweep.hpp"
-#include "model/tokenizer.hpp"
+#include "model/tokenizer/tokenizer.hpp"
 #include "tools/command.hpp"
 #include "tools/data_paths.hpp"
 

@@ -5,8 +5,8 @@
 #include <iostream>
 #include <memory>
 
-#include "model/gguf_model.hpp"
-#include "model/synthetic_model.hpp"
+#include "model/weights/gguf_model.hpp"
+#include "model/weights/synthetic_model.hpp"
 #include "tools/command.hpp"
 #include "tools/data_paths.hpp"
 

@@ -6,9 +6,9 @@
 #include <memory>
 #include <optional>
 
-#include "model/tokenizer.hpp"
-#include "model/transformer.hpp"
-#include "model/transformer_greedy.hpp"
+#include "model/tokenizer/tokenizer.hpp"
+#include "model/cpu/transformer.hpp"
+#include "model/cpu/transformer_greedy.hpp"
 #include "tools/command.hpp"
 #include "tools/data_paths.hpp"
 

@@ -7,7 +7,7 @@
 
 #include "device/runner/runner.hpp"
 #include "device/sim/reference_model.hpp"
-#include "model/transformer.hpp"
+#include "model/cpu/transformer.hpp"
 #include "tools/command.hpp"
 
 namespace calserve::tools {

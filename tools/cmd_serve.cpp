@@ -25,12 +25,12 @@
 #include "net/console/console_state.hpp"
 #include "net/engine_control.hpp"
 #include "actors/device_actor.hpp"
-#include "actors/generation_host.hpp"
-#include "actors/metrics.hpp"
-#include "actors/model_router.hpp"
-#include "actors/realtime_driver.hpp"
-#include "actors/serving_engine.hpp"
-#include "actors/traced_engine.hpp"
+#include "engine/generation_host.hpp"
+#include "metrics/metrics.hpp"
+#include "engine/model_router.hpp"
+#include "actors/runtime/realtime_driver.hpp"
+#include "engine/serving_engine.hpp"
+#include "engine/traced_engine.hpp"
 #include "config/log.hpp"
 #include "io/atomic_dir.hpp"
 #include "model/package/pack.hpp"
@@ -220,7 +220,7 @@ int run_serve(const serve_options& o) {
     setup.model_name = specs->front().alias;
     (specs->front().cpu ? setup.model_dir : setup.package_dir) = specs->front().dir;
 
-    actors::metrics::registry registry;
+    metrics::registry registry;
     actors::calserve_metrics metrics(registry);
     setup.metrics = &metrics;
     metrics.requests_waiting_limit.set(double(cfg->integer("runtime.max_queued")));

@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "model/tokenizer.hpp"
+#include "model/tokenizer/tokenizer.hpp"
 #include "tools/command.hpp"
 #include "tools/data_paths.hpp"
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "device/device.hpp"
-#include "model/causal_lm.hpp"
+#include "model/core/causal_lm.hpp"
 
 namespace calserve::device::runner {
 

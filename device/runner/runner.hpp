@@ -22,7 +22,7 @@
 
 #include "device/device.hpp"
 #include "device/fault_points.hpp"
-#include "model/causal_lm.hpp"
+#include "model/core/causal_lm.hpp"
 
 namespace calserve::device::runner {
 

@@ -15,7 +15,7 @@
 
 #include "config/config.hpp"
 #include "device/sim/sim_device.hpp"
-#include "model/hf_config.hpp"
+#include "model/weights/hf_config.hpp"
 
 namespace calserve::device::sim {
 

@@ -1,7 +1,7 @@
 // Default reference-model factory of the simulator (see reference_model.hpp).
 #include "device/sim/reference_model.hpp"
 
-#include "model/transformer.hpp"
+#include "model/cpu/transformer.hpp"
 
 namespace calserve::device::sim {
 

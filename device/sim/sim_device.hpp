@@ -43,7 +43,7 @@
 #include "device/sim/kv_pool.hpp"
 #include "device/sim/latency_model.hpp"
 #include "device/sim/scheduler.hpp"
-#include "model/causal_lm.hpp"
+#include "model/core/causal_lm.hpp"
 
 namespace calserve::device::sim {
 

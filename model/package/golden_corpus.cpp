@@ -5,7 +5,7 @@
 #include <cmath>
 #include <fstream>
 
-#include "model/transformer_greedy.hpp"
+#include "model/cpu/transformer_greedy.hpp"
 
 namespace calserve::model::package {
 

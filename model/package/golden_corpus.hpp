@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "config/result.hpp"
-#include "model/causal_lm.hpp"
+#include "model/core/causal_lm.hpp"
 
 namespace calserve::model::package {
 

@@ -16,8 +16,8 @@
 #include "model/package/manifest.hpp"
 #include "model/package/metadata.hpp"
 #include "model/package/op_map.hpp"
-#include "model/synthetic_model.hpp"
-#include "model/transformer.hpp"
+#include "model/weights/synthetic_model.hpp"
+#include "model/cpu/transformer.hpp"
 
 namespace calserve::model::package {
 

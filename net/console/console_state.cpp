@@ -18,7 +18,7 @@ std::int64_t count_of(double v) { return std::int64_t(std::llround(v)); }
 
 json::value number_or_null(double v) { return std::isfinite(v) ? json::value(v) : json::value(nullptr); }
 
-json::object percentiles(const actors::metrics::histogram& h) {
+json::object percentiles(const metrics::histogram& h) {
     return json::object{{"count", h.count()},
                         {"p50", number_or_null(histogram_quantile(h, 0.50))},
                         {"p90", number_or_null(histogram_quantile(h, 0.90))},
@@ -65,7 +65,7 @@ json::object device_json(actors::serving_engine& engine, const actors::engine_jo
 }
 }  // namespace
 
-double histogram_quantile(const actors::metrics::histogram& h, double q) {
+double histogram_quantile(const metrics::histogram& h, double q) {
     const auto bounds = h.bounds();
     std::uint64_t total = 0;
     for (std::size_t i = 0; i <= bounds.size(); ++i) total += h.bucket_count(i);

@@ -12,10 +12,10 @@
 #include <cstdint>
 #include <string>
 
-#include "actors/metrics.hpp"
+#include "metrics/metrics.hpp"
 #include <functional>
 
-#include "actors/serving_engine.hpp"
+#include "engine/serving_engine.hpp"
 
 namespace calserve::net {
 
@@ -24,17 +24,17 @@ inline constexpr std::size_t k_console_jobs_per_poll = 128;
 
 // A percentile estimated from a histogram's buckets (linear within the bucket
 // that holds it; the overflow bucket reports the last bound). NaN when empty.
-double histogram_quantile(const actors::metrics::histogram& h, double q);
+double histogram_quantile(const metrics::histogram& h, double q);
 
 class console_state {
 public:
     // `metrics` may be null (the metric-derived fields are then absent).
-    console_state(actors::serving_engine& engine, actors::metrics::calserve_metrics* metrics)
+    console_state(actors::serving_engine& engine, metrics::calserve_metrics* metrics)
         : engine_of_([&engine] { return std::shared_ptr<actors::serving_engine>(std::shared_ptr<actors::serving_engine>{}, &engine); }),
           metrics_(metrics) {}
     // Several models: the view follows the primary model's serving generation.
     console_state(std::function<std::shared_ptr<actors::serving_engine>()> engine_of,
-                  actors::metrics::calserve_metrics* metrics)
+                  metrics::calserve_metrics* metrics)
         : engine_of_(std::move(engine_of)), metrics_(metrics) {}
 
     // The snapshot as JSON; jobs with a sequence number above `since_job` only.
@@ -42,7 +42,7 @@ public:
 
 private:
     std::function<std::shared_ptr<actors::serving_engine>()> engine_of_;
-    actors::metrics::calserve_metrics* metrics_;
+    metrics::calserve_metrics* metrics_;
 };
 
 }  // namespace calserve::net

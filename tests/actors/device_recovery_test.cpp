@@ -16,7 +16,7 @@
 #include "actors/kv_manager_actor.hpp"
 #include "device/fault_points.hpp"
 #include "tests/actors/engine_fixture.hpp"
-#include "model/kernels_pool.hpp"
+#include "model/core/thread_pool.hpp"
 
 using namespace calserve;
 using namespace calserve::actors;

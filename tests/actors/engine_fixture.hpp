@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "actors/engine.hpp"
-#include "actors/metrics.hpp"
-#include "actors/runtime.hpp"
-#include "actors/serving_engine.hpp"
+#include "metrics/metrics.hpp"
+#include "actors/runtime/runtime.hpp"
+#include "engine/serving_engine.hpp"
 #include "config/config.hpp"
 #include "tests/support/model_support.hpp"
 
@@ -53,7 +53,7 @@ struct engine_harness {
     void run_until_done(double limit_s = 600);
     actors::generation_request greedy(std::string id, std::vector<actors::token_id> prompt, std::int64_t max_tokens);
 
-    actors::metrics::registry registry;
+    metrics::registry registry;
     actors::calserve_metrics metrics{registry};
     actors::runtime rt;
     std::unique_ptr<actors::serving_engine> engine;

@@ -6,7 +6,7 @@
 #include "actors/batch_tick_actor.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/kv_manager_actor.hpp"
-#include "actors/lifecycle.hpp"
+#include "actors/runtime/lifecycle.hpp"
 #include "device/fault_points.hpp"
 #include "tests/actors/engine_fixture.hpp"
 

@@ -13,7 +13,7 @@
 
 #include "actors/device_actor.hpp"
 #include "actors/kv_manager_actor.hpp"
-#include "actors/watchdog.hpp"
+#include "engine/watchdog.hpp"
 #include "device/fault_points.hpp"
 #include "tests/actors/engine_fixture.hpp"
 

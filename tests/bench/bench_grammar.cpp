@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "model/grammar.hpp"
-#include "model/sampling.hpp"
-#include "model/tokenizer.hpp"
+#include "model/grammar/grammar.hpp"
+#include "model/sampling/sampling.hpp"
+#include "model/tokenizer/tokenizer.hpp"
 
 namespace {
 

@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "io/file_reader.hpp"
-#include "model/gguf_model.hpp"
-#include "model/kernels.hpp"
-#include "model/synthetic_model.hpp"
-#include "model/transformer.hpp"
+#include "model/weights/gguf_model.hpp"
+#include "model/cpu/kernels.hpp"
+#include "model/weights/synthetic_model.hpp"
+#include "model/cpu/transformer.hpp"
 
 namespace {
 using namespace calserve;

@@ -13,7 +13,7 @@
 #include <variant>
 #include <vector>
 
-#include "actors/actor.hpp"
+#include "actors/runtime/actor.hpp"
 #include "actors/kv_pool.hpp"
 #include "actors/schedule_policy.hpp"
 

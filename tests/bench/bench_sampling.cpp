@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "model/bf16.hpp"
-#include "model/sampling.hpp"
+#include "model/core/bf16.hpp"
+#include "model/sampling/sampling.hpp"
 
 namespace {
 

@@ -21,7 +21,7 @@
 #include <string>
 #include <unistd.h>
 
-#include "model/tokenizer.hpp"
+#include "model/tokenizer/tokenizer.hpp"
 #include "tests/model/tokenizer_corpus.hpp"
 
 namespace {

@@ -9,7 +9,7 @@
 
 #include "config/config.hpp"
 #include "device/sim/cpu_backend.hpp"
-#include "model/synthetic_model.hpp"
+#include "model/weights/synthetic_model.hpp"
 #include "sim_fixture.hpp"
 #include "tests/support/test_paths.hpp"
 

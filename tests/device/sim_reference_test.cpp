@@ -10,8 +10,8 @@
 #include "device/sim/cpu_backend.hpp"
 #include "device/sim/reference_model.hpp"
 #include "model/package/pack.hpp"
-#include "model/synthetic_model.hpp"
-#include "model/transformer.hpp"
+#include "model/weights/synthetic_model.hpp"
+#include "model/cpu/transformer.hpp"
 #include "tests/support/test_paths.hpp"
 
 using namespace calserve;

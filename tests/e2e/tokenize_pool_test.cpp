@@ -11,7 +11,7 @@
 #include <future>
 #include <random>
 
-#include "model/tokenizer.hpp"
+#include "model/tokenizer/tokenizer.hpp"
 #include "tests/e2e/daemon.hpp"
 #include "tests/e2e/e2e_support.hpp"
 #include "tests/net/net_fixture.hpp"

@@ -1,4 +1,4 @@
-// libFuzzer entry point for the GGUF checkpoint reader (model/gguf.cpp): the input
+// libFuzzer entry point for the GGUF checkpoint reader (model/weights/gguf.cpp): the input
 // is a whole file. The property checked is the reader's contract: any bytes give a
 // header or an error, never a crash, hang, over-read or exception; a parsed header
 // keeps its invariant (every tensor inside the data section, in Hugging Face dim
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <span>
 
-#include "model/gguf_model.hpp"
+#include "model/weights/gguf_model.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 
 namespace gguf = calserve::model::gguf;

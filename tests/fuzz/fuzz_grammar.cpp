@@ -4,7 +4,7 @@
 // fuzz_grammar_ebnf: input = EBNF text, then a NUL, then bytes that steer a walk. The
 //   grammar is compiled against a small vocabulary (every byte, a few multi-byte tokens,
 //   EOS); if it compiles, each steering byte picks one allowed token by index.
-//   Properties (model/grammar.hpp): a refusal is invalid_argument with "line:col: ";
+//   Properties (model/grammar/grammar.hpp): a refusal is invalid_argument with "line:col: ";
 //   the mask is never empty (EOS counts) before termination; accept() takes every
 //   allowed token and refuses every disallowed one without changing the mask.
 //
@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/grammar.hpp"
+#include "model/grammar/grammar.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 
 namespace {

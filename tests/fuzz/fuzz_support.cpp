@@ -1,7 +1,7 @@
 #include "tests/fuzz/fuzz_support.hpp"
 
 #include "config/config.hpp"
-#include "model/stream_decoder.hpp"
+#include "model/tokenizer/stream_decoder.hpp"
 #include "net/server_impl.hpp"
 
 namespace calserve::fuzz {

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "actors/engine.hpp"
-#include "actors/metrics.hpp"
-#include "model/tokenizer.hpp"
+#include "metrics/metrics.hpp"
+#include "model/tokenizer/tokenizer.hpp"
 #include "tests/fuzz/fuzz_text_support.hpp"
 #include "net/http_server.hpp"
 
@@ -52,7 +52,7 @@ struct fuzz_server {
     fuzz_server();
     boost::asio::io_context ioc;
     tokenizer_engine engine;
-    actors::metrics::registry registry;
+    metrics::registry registry;
     actors::calserve_metrics metrics;
     std::shared_ptr<net::http_server::impl> srv;
 };

@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/tokenizer.hpp"
+#include "model/tokenizer/tokenizer.hpp"
 
 namespace calserve::fuzz {
 

@@ -6,13 +6,13 @@
 //   of the ids it gave, and the same ids through the streaming detokenizer; then
 //   the input read as ids (3 bytes each, modulo a range a little past the vocabulary,
 //   so unknown ids occur) through decode and the streaming detokenizer.
-//   Properties (model/tokenizer.hpp, model/stream_decoder.hpp): decode's text is
+//   Properties (model/tokenizer/tokenizer.hpp, model/tokenizer/stream_decoder.hpp): decode's text is
 //   valid UTF-8; an unknown id is refused, never read; the stream's pieces are valid
 //   UTF-8 and, with the flush, concatenate to decode() of the same ids.
 //
 // fuzz_stop_matcher: stop strings = the input's first line cut at '|' (at most
 //   k_max_stops), deltas = its other lines; pushed in order, then flushed.
-//   Properties (model/stop_matcher.hpp): released + held == pushed until a stop;
+//   Properties (model/chat/stop_matcher.hpp): released + held == pushed until a stop;
 //   held is the longest suffix that is a proper prefix of a stop string; released
 //   text never holds a whole stop string; on a stop, the stop string follows the
 //   released text in what was pushed.
@@ -21,9 +21,9 @@
 #include <string>
 #include <string_view>
 
-#include "model/stop_matcher.hpp"
-#include "model/stream_decoder.hpp"
-#include "model/tokenizer.hpp"
+#include "model/chat/stop_matcher.hpp"
+#include "model/tokenizer/stream_decoder.hpp"
+#include "model/tokenizer/tokenizer.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 #include "tests/fuzz/fuzz_text_support.hpp"
 

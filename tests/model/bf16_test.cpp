@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "model/bf16.hpp"
+#include "model/core/bf16.hpp"
 
 using namespace calserve::model;
 

@@ -1,9 +1,9 @@
 // The streaming split of a Qwen3 answer into reasoning, content and tool calls
-// (model/chat_output.hpp): the same text pushed whole and pushed in every split
+// (model/chat/output.hpp): the same text pushed whole and pushed in every split
 // gives the same parts.
 #include <catch2/catch.hpp>
 
-#include "model/chat_output.hpp"
+#include "model/chat/output.hpp"
 
 using calserve::model::chat_delta;
 using calserve::model::chat_output_options;

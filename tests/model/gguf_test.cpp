@@ -7,9 +7,10 @@
 #include <cstring>
 #include <fstream>
 
-#include "model/gguf_model.hpp"
-#include "model/kernels.hpp"
-#include "model/tokenizer.hpp"
+#include "model/weights/gguf_model.hpp"
+#include "model/core/bf16.hpp"
+#include "model/cpu/kernels.hpp"
+#include "model/tokenizer/tokenizer.hpp"
 #include "tests/model/tokenizer_corpus.hpp"
 #include "tests/model/transformer_fixture.hpp"
 
@@ -182,7 +183,7 @@ TEST_CASE("gguf: Q8_0 int8 kernel matches the dequantised dot product, row-exact
                     for (int i = 0; i < 32; ++i)
                         isum += static_cast<std::int64_t>(static_cast<std::int8_t>(row[b * 34 + 2 + i])) *
                                 static_cast<std::int64_t>(std::nearbyint(xv[b * 32 + i] * id));
-                    want += static_cast<double>(model::f16_bits_to_f32(dh) * dx) * static_cast<double>(isum);
+                    want += static_cast<double>(model::f16_to_f32(dh) * dx) * static_cast<double>(isum);
                 }
                 CHECK(std::abs(one[static_cast<std::size_t>(r)] - want) < 1e-4 * (1 + std::abs(want)));
                 // And near the unquantised product (activation rounding only).

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "model/grammar.hpp"
-#include "model/grammar_compiled.hpp"
+#include "model/grammar/grammar.hpp"
+#include "model/grammar/compiled.hpp"
 #include "tests/model/tokenizer_fixture.hpp"
 
 namespace calserve::test {

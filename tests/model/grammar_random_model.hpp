@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "model/sampling.hpp"
+#include "model/sampling/sampling.hpp"
 #include "tests/model/grammar_fixture.hpp"
 
 namespace calserve::test {

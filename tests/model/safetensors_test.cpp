@@ -4,8 +4,8 @@
 #include <cstring>
 #include <fstream>
 
-#include "model/safetensors.hpp"
-#include "model/weights.hpp"
+#include "model/weights/safetensors.hpp"
+#include "model/weights/weights.hpp"
 #include "tests/model/transformer_fixture.hpp"
 
 using namespace calserve;

@@ -8,7 +8,7 @@
 #include <random>
 #include <set>
 
-#include "model/sampling.hpp"
+#include "model/sampling/sampling.hpp"
 
 using namespace calserve;
 using namespace calserve::model;

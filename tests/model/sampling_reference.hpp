@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "model/sampling.hpp"
+#include "model/sampling/sampling.hpp"
 
 namespace calserve::test {
 

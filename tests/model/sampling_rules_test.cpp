@@ -9,8 +9,8 @@
 #include <random>
 #include <set>
 
-#include "model/sampling_kernels.hpp"
-#include "model/sampling_select.hpp"
+#include "model/sampling/kernels.hpp"
+#include "model/sampling/select.hpp"
 #include "sampling_reference.hpp"
 
 using namespace calserve;

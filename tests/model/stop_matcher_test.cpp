@@ -3,7 +3,7 @@
 
 #include <random>
 
-#include "model/stop_matcher.hpp"
+#include "model/chat/stop_matcher.hpp"
 
 using calserve::model::stop_matcher;
 

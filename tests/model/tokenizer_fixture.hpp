@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 #include <memory>
 
-#include "model/tokenizer.hpp"
+#include "model/tokenizer/tokenizer.hpp"
 #include "tests/support/test_paths.hpp"
 
 namespace calserve::test {

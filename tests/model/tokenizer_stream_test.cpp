@@ -2,8 +2,8 @@
 // the final flush concatenate to exactly what decode() returns for the same ids.
 #include <catch2/catch.hpp>
 
-#include "model/stream_decoder.hpp"
-#include "model/tokenizer_text.hpp"
+#include "model/tokenizer/stream_decoder.hpp"
+#include "model/tokenizer/text.hpp"
 #include "tests/model/tokenizer_corpus.hpp"
 #include "tests/model/tokenizer_fixture.hpp"
 

@@ -8,7 +8,7 @@
 #include <thread>
 #include <utf8proc.h>
 
-#include "model/tokenizer_data.hpp"
+#include "model/tokenizer/data.hpp"
 #include "tests/model/tokenizer_corpus.hpp"
 #include "tests/model/tokenizer_fixture.hpp"
 

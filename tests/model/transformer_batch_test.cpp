@@ -7,8 +7,8 @@
 #include <cstring>
 #include <numeric>
 
-#include "model/bf16.hpp"
-#include "model/kernels.hpp"
+#include "model/core/bf16.hpp"
+#include "model/cpu/kernels.hpp"
 #include "tests/model/transformer_fixture.hpp"
 
 using namespace calserve;
@@ -32,7 +32,7 @@ struct test_matrix {
             if (type == model::dtype::f32) {
                 std::memcpy(bytes.data() + i * 4, &v, 4);
             } else {
-                const std::uint16_t h = type == model::dtype::bf16 ? model::f32_to_bf16_bits(v) : model::f32_to_f16_bits(v);
+                const std::uint16_t h = type == model::dtype::bf16 ? model::f32_to_bf16(v) : model::f32_to_f16(v);
                 std::memcpy(bytes.data() + i * 2, &h, 2);
             }
         }

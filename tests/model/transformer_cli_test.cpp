@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "model/transformer_greedy.hpp"
+#include "model/cpu/transformer_greedy.hpp"
 #include "tests/model/transformer_fixture.hpp"
 
 using namespace calserve;

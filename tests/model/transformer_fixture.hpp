@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "model/synthetic_model.hpp"
-#include "model/transformer.hpp"
+#include "model/weights/synthetic_model.hpp"
+#include "model/cpu/transformer.hpp"
 #include "tests/support/test_paths.hpp"
 
 namespace calserve::test {

@@ -8,8 +8,8 @@
 #include <numeric>
 #include <random>
 
-#include "model/kernels.hpp"
-#include "model/safetensors.hpp"
+#include "model/cpu/kernels.hpp"
+#include "model/weights/safetensors.hpp"
 #include "tests/model/transformer_fixture.hpp"
 
 using namespace calserve;

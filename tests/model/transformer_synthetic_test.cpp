@@ -6,7 +6,8 @@
 #include <fstream>
 #include <set>
 
-#include "model/kernels.hpp"
+#include "model/cpu/kernels.hpp"
+#include "model/core/bf16.hpp"
 #include "tests/model/transformer_fixture.hpp"
 
 using namespace calserve;
@@ -109,9 +110,9 @@ TEST_CASE("threaded linear matches a naive product for every dtype and batch siz
                 wq[i] = w[i];
                 continue;
             }
-            std::uint16_t h = type == model::dtype::bf16 ? model::f32_to_bf16_bits(w[i]) : model::f32_to_f16_bits(w[i]);
+            std::uint16_t h = type == model::dtype::bf16 ? model::f32_to_bf16(w[i]) : model::f32_to_f16(w[i]);
             std::memcpy(bytes.data() + 2 * i, &h, 2);
-            wq[i] = type == model::dtype::bf16 ? model::bf16_bits_to_f32(h) : model::f16_bits_to_f32(h);
+            wq[i] = type == model::dtype::bf16 ? model::bf16_to_f32(h) : model::f16_to_f32(h);
         }
         // A column slice of a wider view exercises the row stride.
         model::tensor_view full{type, rows, cols, cols, bytes.data()};

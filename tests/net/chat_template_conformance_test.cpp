@@ -10,7 +10,7 @@
 #include <boost/json.hpp>
 #include <fstream>
 
-#include "model/python_json.hpp"
+#include "model/tokenizer/python_json.hpp"
 #include "net/api_params.hpp"
 #include "tests/model/tokenizer_fixture.hpp"
 

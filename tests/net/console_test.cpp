@@ -4,7 +4,7 @@
 #include <boost/beast/websocket.hpp>
 #include <catch2/catch.hpp>
 
-#include "actors/metrics.hpp"
+#include "metrics/metrics.hpp"
 #include "net/console/console_assets.hpp"
 #include "net/console/console_routes.hpp"
 #include "net/console/console_state.hpp"
@@ -94,7 +94,7 @@ TEST_CASE("console: server.console auto is on for loopback hosts only", "[consol
 
 TEST_CASE("console: percentiles interpolate within histogram buckets", "[console]") {
     const double bounds[] = {1.0, 2.0, 4.0};
-    actors::metrics::histogram h(bounds);
+    metrics::histogram h(bounds);
     CHECK(std::isnan(net::histogram_quantile(h, 0.5)));
     for (int i = 0; i < 10; ++i) h.observe(1.5);  // all in (1, 2]
     CHECK(net::histogram_quantile(h, 0.5) == Approx(1.5));

@@ -10,7 +10,7 @@
 
 using namespace calserve;
 using namespace calserve::test;
-namespace m = calserve::actors::metrics;
+namespace m = calserve::metrics;
 
 namespace {
 struct sample {

@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "actors/engine.hpp"
-#include "actors/metrics.hpp"
+#include "metrics/metrics.hpp"
 #include "net/http_server.hpp"
 
 namespace calserve::test {
@@ -173,7 +173,7 @@ struct server_fixture {
     asio::io_context ioc;
     asio::executor_work_guard<asio::io_context::executor_type> guard = asio::make_work_guard(ioc);
     fake_engine engine;
-    actors::metrics::registry registry;
+    metrics::registry registry;
     actors::calserve_metrics metrics;
     std::unique_ptr<net::http_server> server;
     std::uint16_t port = 0;

@@ -18,7 +18,7 @@ struct path_fixture {
     }
     asio::io_context ioc;
     fake_engine engine;
-    actors::metrics::registry registry;
+    metrics::registry registry;
     actors::calserve_metrics metrics;
     std::shared_ptr<net::http_server::impl> srv;
 };

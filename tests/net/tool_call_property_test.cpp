@@ -13,8 +13,8 @@
 #include <random>
 #include <set>
 
-#include "model/chat_output.hpp"
-#include "model/sampling.hpp"
+#include "model/chat/output.hpp"
+#include "model/sampling/sampling.hpp"
 #include "net/output_constraint.hpp"
 #include "tests/model/grammar_fixture.hpp"
 #include "tests/model/grammar_random_model.hpp"
@@ -25,7 +25,7 @@ namespace {
 
 namespace json = boost::json;
 
-// The vocabulary the serving engine builds (actors/serving_engine.cpp): Qwen3's added
+// The vocabulary the serving engine builds (engine/serving_engine.cpp): Qwen3's added
 // tokens that decode as text (<tool_call>, </tool_call>, ...) may spell grammar text.
 std::shared_ptr<const gr::vocabulary> engine_vocab() {
     static const auto v = [] {

@@ -8,10 +8,10 @@
 
 #include "device/package_spec.hpp"
 #include "io/atomic_dir.hpp"
-#include "model/bf16.hpp"
+#include "model/core/bf16.hpp"
 #include "model/package/pack.hpp"
-#include "model/synthetic_model.hpp"
-#include "model/transformer.hpp"
+#include "model/weights/synthetic_model.hpp"
+#include "model/cpu/transformer.hpp"
 #include "tests/support/test_paths.hpp"
 
 namespace calserve::test {

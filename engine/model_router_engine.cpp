@@ -1,0 +1,159 @@
+// model_router's `engine` side: routing a request to its alias' serving generation,
+// and the board-wide view (health, in-flight, drain) over every resident engine.
+#include "metrics/metrics.hpp"
+#include "engine/model_router.hpp"
+#include "engine/model_router_internal.hpp"
+
+namespace calserve::actors {
+
+result<std::shared_ptr<engine>> model_router::route(std::string_view model) {
+    std::lock_guard lock(mutex_);
+    std::string served;
+    const alias* only = nullptr;
+    int serving = 0;
+    for (const auto& a : aliases_) {
+        if (!a->current) continue;
+        served += (served.empty() ? "" : ", ") + a->name;
+        only = a.get();
+        ++serving;
+    }
+    const alias* a = nullptr;
+    if (model.empty()) {
+        if (serving == 0) return make_error(status::not_ready, "no model is serving");
+        if (serving > 1)
+            return make_error(status::invalid_argument, "several models are served (" + served + "): name one in \"model\"");
+        a = only;
+    } else {
+        a = find_alias_locked(model);
+        if (!a) return make_error(status::not_found, "model '" + std::string(model) + "' does not exist (served: " + served + ")");
+        if (!a->current)
+            return make_error(status::not_ready, "model '" + std::string(model) + "' has no serving generation now");
+    }
+    if (metrics_) metrics_->model_requests_total.labels({a->name}).inc();
+    return std::shared_ptr<engine>(a->current->engine);
+}
+
+std::vector<model_card> model_router::models() const {
+    std::lock_guard lock(mutex_);
+    std::vector<model_card> out;
+    for (const auto& a : aliases_)
+        if (a->current) out.push_back(a->current->engine->card());
+    return out;
+}
+
+std::shared_ptr<serving_engine> model_router::primary() const {
+    std::lock_guard lock(mutex_);
+    for (const auto& a : aliases_)
+        if (a->current) return a->current->engine;
+    return nullptr;
+}
+
+std::shared_ptr<serving_engine> model_router::any_engine() const { return primary(); }
+
+void_result model_router::submit(generation_request request, std::shared_ptr<generation_sink> sink) {
+    auto e = route("");
+    if (!e) return e.error();
+    return (*e)->submit(std::move(request), std::move(sink));
+}
+
+void model_router::cancel(const std::string& request_id) {
+    std::vector<std::shared_ptr<serving_engine>> engines;
+    {
+        std::lock_guard lock(mutex_);
+        for (const auto& a : aliases_)
+            for (const auto& g : a->generations)
+                if (g->engine) engines.push_back(g->engine);
+    }
+    for (auto& e : engines) e->cancel(request_id);  // idempotent; unknown ids are ignored
+}
+
+std::optional<std::uint64_t> model_router::sequence_of(const std::string& request_id) const {
+    std::lock_guard lock(mutex_);
+    for (const auto& a : aliases_)
+        for (const auto& g : a->generations)
+            if (g->engine)
+                if (auto s = g->engine->sequence_of(request_id)) return s;
+    return std::nullopt;
+}
+
+const model_card& model_router::card() const { return card_; }
+
+engine_health model_router::health() const {
+    std::lock_guard lock(mutex_);
+    engine_health h;
+    h.ready = accepting_.load();
+    bool any_ready = false, first = true;
+    for (const auto& a : aliases_) {
+        for (const auto& g : a->generations) {
+            if (!g->engine) continue;
+            auto e = g->engine->health();
+            h.running += e.running;
+            h.waiting += e.waiting;
+            if (g != a->current) continue;
+            any_ready = any_ready || e.ready;
+            h.healthy = h.healthy && e.healthy;
+            if (first) h.device_state = e.device_state;
+            first = false;
+        }
+    }
+    h.ready = h.ready && any_ready;
+    return h;
+}
+
+result<std::vector<token_id>> model_router::encode(std::string_view text) const {
+    auto e = any_engine();
+    if (!e) return make_error(status::not_ready, "no model is serving");
+    return e->encode(text);
+}
+
+result<std::vector<token_id>> model_router::encode_prompt(std::string_view text, std::int64_t max_tokens) const {
+    auto e = any_engine();
+    if (!e) return make_error(status::not_ready, "no model is serving");
+    return e->encode_prompt(text, max_tokens);
+}
+
+result<std::string> model_router::decode(const std::vector<token_id>& ids) const {
+    auto e = any_engine();
+    if (!e) return make_error(status::not_ready, "no model is serving");
+    return e->decode(ids);
+}
+
+result<std::string> model_router::apply_chat_template(const std::vector<chat_message>& messages,
+                                                      const chat_options& options) const {
+    auto e = any_engine();
+    if (!e) return make_error(status::not_ready, "no model is serving");
+    return e->apply_chat_template(messages, options);
+}
+
+result<std::shared_ptr<const model::grammar::compiled>> model_router::compile_grammar(model::grammar::grammar_kind kind,
+                                                                                     std::string_view text) const {
+    auto e = any_engine();
+    if (!e) return make_error(status::not_ready, "no model is serving");
+    return e->compile_grammar(kind, text);
+}
+
+void model_router::drain() {
+    accepting_.store(false);
+    std::lock_guard lock(mutex_);
+    for (const auto& a : aliases_)
+        for (const auto& g : a->generations)
+            if (g->engine) g->engine->drain();
+}
+
+void model_router::resume() {
+    accepting_.store(true);
+    std::lock_guard lock(mutex_);
+    for (const auto& a : aliases_)
+        if (a->current) a->current->engine->resume();
+}
+
+std::int64_t model_router::in_flight() const {
+    std::lock_guard lock(mutex_);
+    std::int64_t n = 0;
+    for (const auto& a : aliases_)
+        for (const auto& g : a->generations)
+            if (g->engine) n += g->engine->in_flight();
+    return n;
+}
+
+}  // namespace calserve::actors

@@ -1,0 +1,100 @@
+#pragma once
+//! Numeric kernels of the reference transformer (AVX2/FMA/F16C).
+//!
+//! Role: the inner loops: dtype conversions, dot products of stored-dtype weight
+//! rows (F32, BF16, F16) with FP32 activations, Q8_0 rows with int8-quantised
+//! activations (int8 products, FP32 per-block scales; never dequantised), the row-parallel linear layer
+//! (matvec for decode, a multi-vector kernel for batches that reads each weight
+//! row from memory once and sums each vector exactly as the matvec does, so a
+//! batch row's result never depends on its batch; OpenBLAS sgemm over converted
+//! tiles for prefill of more than 16 tokens), RMSNorm,
+//! rotary embedding (rotate-half), SiLU gating and softmax.
+//!
+//! Fault model: kernels do not fail; callers check shapes (CALSERVE_INVARIANT in
+//! debug-sensitive spots). Accumulation is FP32. Invariant: `linear` writes
+//! exactly t x w.rows outputs and reads exactly t x w.cols inputs.
+#include <cstdint>
+#include <vector>
+
+#include "model/core/aligned.hpp"
+#include "model/core/thread_pool.hpp"
+#include "model/weights/stored_rows.hpp"
+#include "model/weights/weights.hpp"
+
+namespace calserve::model {
+
+
+// y[i] = w.row(r0 + i) . x for rows [r0, r1).
+void dot_rows(const tensor_view& w, std::int64_t r0, std::int64_t r1, const float* x, float* y);
+
+// Y[v * ldy + r] = w.row(r) . X[v * ldx ...] for rows [r0, r1), v < nvec (any nvec).
+// Row-exact: Y[v] equals dot_rows on vector v alone, bit for bit.
+void dot_rows_multi(const tensor_view& w, std::int64_t r0, std::int64_t r1, const float* x, std::int64_t nvec,
+                    std::int64_t ldx, float* y, std::int64_t ldy);
+
+// Whether the BF16 dot kernels (dot_rows, dot_rows_multi, linear) run their AVX-512
+// form: on a CPU with AVX-512F unless disallowed. Both forms give the same bits;
+// tests compare them, benchmarks time them.
+bool bf16_dot_avx512();
+void allow_bf16_dot_avx512(bool allowed);
+
+// How `linear` may trade exactness for speed. `row_exact`: every row of Y equals
+// what linear gives for that row alone (t = 1), bit for bit, for any t (decode
+// batches). `fastest`: the same for t <= 16; larger t (prefill) uses sgemm.
+enum class linear_mode : std::uint8_t { fastest, row_exact };
+
+// Y[t x w.rows] = X[t x w.cols] * w^T, rows split across the pool.
+void linear(thread_pool& pool, const tensor_view& w, const float* x, std::int64_t t, std::int64_t ldx, float* y,
+            std::int64_t ldy, linear_mode mode = linear_mode::fastest);
+
+// Short weight rows (cols <= k_panel_max_cols: the tiny models' LM head, 151,936 x 64)
+// repacked for batches: rows in panels of 8, panel p = [col][8 rows], in FP32 or BF16
+// (as stored; the conversion is exact). Each output is one FMA chain over the columns
+// in order, so a row's value does not depend on how many vectors share the call
+// (row-exact) and no horizontal sum is paid per (row, vector), which is what made
+// dot_rows_multi slow on short rows: a B16 decode of a tiny model cost 30x B1.
+constexpr std::int64_t k_panel_max_cols = 256;
+struct panel_matrix {
+    std::int64_t rows = 0, cols = 0;
+    simd_vector<float> f32;
+    simd_vector<std::uint16_t> bf16;
+    bool empty() const { return f32.empty() && bf16.empty(); }
+    // Empty when `w` has more than k_panel_max_cols columns or is Q8_0.
+    static panel_matrix pack(const tensor_view& w);
+};
+// Y[v * ldy + r] for rows of panels [p0, p1), v < nvec.
+void panel_rows_multi(const panel_matrix& w, std::int64_t p0, std::int64_t p1, const float* x, std::int64_t nvec,
+                      std::int64_t ldx, float* y, std::int64_t ldy);
+// Y[t x w.rows] = X[t x w.cols] * w^T over panels split across the pool; row-exact for any t.
+void linear_panels(thread_pool& pool, const panel_matrix& w, const float* x, std::int64_t t, std::int64_t ldx,
+                   float* y, std::int64_t ldy);
+
+// Q8_0 (kernels_q8.cpp). Activations quantised per 32-block: int8 values and an
+// FP32 scale per block, vector v's blocks at [v * blocks, (v + 1) * blocks).
+struct q8_vectors {
+    std::int64_t blocks = 0;
+    std::vector<std::int8_t> q;
+    std::vector<float> d;
+};
+// n a multiple of 32.
+void quantize_vectors_q8(const float* x, std::int64_t nvec, std::int64_t ldx, std::int64_t n, q8_vectors& out);
+// Y[v * ldy + r - r0] = Q8_0 row r . vector v (int8 products, per-block scales), v < nvec.
+// Row-exact: a vector's result does not depend on nvec.
+void dot_rows_q8(const tensor_view& w, std::int64_t r0, std::int64_t r1, const q8_vectors& xq, std::int64_t nvec,
+                 float* y, std::int64_t ldy);
+
+float dot_f32(const float* a, const float* b, std::int64_t n);
+// Sum of n floats with four independent accumulators (a pure read stream; the benchmarks' bandwidth probe).
+float sum_f32(const float* a, std::int64_t n);
+// y += a * x
+void axpy_f32(float a, const float* x, float* y, std::int64_t n);
+// out = x / sqrt(mean(x^2) + eps) * w (out may alias x).
+void rmsnorm(const float* x, const float* w, std::int64_t n, float eps, float* out);
+// Rotate-half RoPE on one head: pairs (i, i + d/2) rotated by angle pos * inv_freq[i].
+void rope_rotate_half(float* v, const float* cos, const float* sin, std::int64_t head_dim);
+// g = silu(g) * u
+void silu_mul(float* g, const float* u, std::int64_t n);
+// In-place softmax (max-subtracted, FP32).
+void softmax(float* x, std::int64_t n);
+
+}  // namespace calserve::model

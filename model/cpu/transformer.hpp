@@ -1,0 +1,78 @@
+#pragma once
+//! The reference Qwen3 / Qwen3-MoE transformer on the CPU (implements causal_lm).
+//!
+//! Role: the numbers behind the simulated NPU and the `cpu` backend. It loads a
+//! Hugging Face directory (config.json + safetensors, weights kept in their
+//! stored dtype) and computes embedding -> N x [RMSNorm, attention with per-head
+//! q/k RMSNorm, rotate-half RoPE and grouped-query causal softmax, residual,
+//! RMSNorm, SwiGLU MLP or top-k MoE, residual] -> final RMSNorm -> LM head.
+//! Decode uses threaded AVX2 matvecs, small batches a read-once multi-vector
+//! kernel, prefill OpenBLAS sgemm over converted tiles.
+//!
+//! Tensor parallel: with `tensor_parallel = 2` every layer runs as two shards
+//! ("chips"): each owns half the attention heads (and their KV heads) and half
+//! the FFN columns (per expert for MoE); the shards' partial o_proj / down_proj
+//! outputs are summed into the residual. The result equals the unsplit model up
+//! to FP32 summation order.
+//!
+//! Fault model: bad input (unknown sequence, token outside the vocabulary, empty
+//! prompt, context past max_position_embeddings, a sequence twice in one batch)
+//! is a `result` error and leaves every sequence unchanged. Invariants: a
+//! sequence's KV cache holds exactly `sequence_length` positions; calls are not
+//! thread-safe (the device layer serialises them).
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+
+#include "config/result.hpp"
+#include "io/file_reader.hpp"
+#include "model/core/causal_lm.hpp"
+#include "model/weights/hf_config.hpp"
+
+namespace calserve::model {
+
+struct load_options {
+    int threads = 2;          // compute threads (the caller's thread included)
+    int tensor_parallel = 1;  // 1 or 2
+    io::read_options io;      // weight file reading (io_uring or pread)
+};
+
+// Experts chosen for one token: softmax over router logits, top-k with ties going
+// to the lowest expert index, optionally renormalised to sum 1.
+struct expert_choice {
+    std::int32_t expert = 0;
+    float weight = 0.0f;
+};
+std::vector<expert_choice> select_experts(std::span<const float> router_logits, std::int64_t k, bool renormalise);
+
+class transformer final : public causal_lm {
+public:
+    static result<std::unique_ptr<transformer>> load(const std::filesystem::path& dir, const load_options& opts);
+    ~transformer() override;
+
+    const model_shape& shape() const override;
+    const hf_config& config() const;
+    int tensor_parallel() const;
+    const io::read_report& load_report() const;
+
+    void_result prefill(seq_id seq, std::span<const token_id> tokens, std::span<float> logits) override;
+    void_result decode(seq_id seq, token_id token, std::span<float> logits) override;
+    void_result decode_batch(std::span<const seq_id> seqs, std::span<const token_id> tokens,
+                             std::span<float> logits) override;
+    // Like prefill, but writes the logits of every new position (tokens.size() x vocab).
+    void_result prefill_all(seq_id seq, std::span<const token_id> tokens, std::span<float> logits);
+    std::int64_t sequence_length(seq_id seq) const override;
+    void free_sequence(seq_id seq) override;
+    void free_all() override;
+
+    struct impl;
+
+private:
+    explicit transformer(std::unique_ptr<impl> p);
+    std::unique_ptr<impl> impl_;
+};
+
+result<std::unique_ptr<causal_lm>> load_causal_lm(const std::filesystem::path& dir, const load_options& opts = {});
+
+}  // namespace calserve::model

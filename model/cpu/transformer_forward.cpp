@@ -1,0 +1,183 @@
+// The forward pass: embedding, layers (attention + dense/MoE FFN), final norm, LM head.
+#include <cmath>
+#include <vector>
+
+#include "model/cpu/transformer_internal.hpp"
+
+namespace calserve::model {
+namespace {
+
+void ensure(simd_vector<float>& v, std::int64_t n) {
+    if (v.size() < static_cast<std::size_t>(n)) v.resize(static_cast<std::size_t>(n));
+}
+
+void add_into(float* x, const float* part, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) x[i] += part[i];
+}
+
+}  // namespace
+
+void transformer::impl::lin(const tensor_view& w, const float* x, std::int64_t t, std::int64_t ldx, float* y,
+                            std::int64_t ldy) {
+    linear(pool, w, x, t, ldx, y, ldy, mode);
+}
+
+void transformer::impl::forward(std::span<const row_ref> rows, std::span<const std::int64_t> logit_rows,
+                                float* logits, linear_mode how) {
+    mode = how;
+    const auto t = static_cast<std::int64_t>(rows.size());
+    const std::int64_t h = cfg.hidden_size, half = cfg.head_dim / 2;
+    ensure(ws.x, t * h);
+    ensure(ws.xn, t * h);
+    ensure(ws.rope_cos, t * half);
+    ensure(ws.rope_sin, t * half);
+    for (std::int64_t i = 0; i < t; ++i) {
+        convert_row_to_f32(embed, rows[static_cast<std::size_t>(i)].token, ws.x.data() + i * h);
+        const auto pos = static_cast<float>(rows[static_cast<std::size_t>(i)].pos);
+        for (std::int64_t j = 0; j < half; ++j) {
+            const float angle = pos * inv_freq[static_cast<std::size_t>(j)];  // FP32 product, as HF does
+            ws.rope_cos[static_cast<std::size_t>(i * half + j)] = std::cos(angle);
+            ws.rope_sin[static_cast<std::size_t>(i * half + j)] = std::sin(angle);
+        }
+    }
+    for (std::int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+        const layer_weights& lw = layers[static_cast<std::size_t>(l)];
+        attention_block(lw, l, rows);
+        for (std::int64_t i = 0; i < t; ++i)
+            rmsnorm(ws.x.data() + i * h, lw.post_norm.data(), h, static_cast<float>(cfg.rms_norm_eps), ws.xn.data() + i * h);
+        if (lw.moe) moe_block(lw, t);
+        else dense_block(lw, t);
+    }
+    const auto n = static_cast<std::int64_t>(logit_rows.size());
+    ensure(ws.final_rows, n * h);
+    for (std::int64_t j = 0; j < n; ++j)
+        rmsnorm(ws.x.data() + logit_rows[static_cast<std::size_t>(j)] * h, final_norm.data(), h,
+                static_cast<float>(cfg.rms_norm_eps), ws.final_rows.data() + j * h);
+    if (!lm_panels.empty())
+        linear_panels(pool, lm_panels, ws.final_rows.data(), n, h, logits, cfg.vocab_size);
+    else
+        lin(lm_head, ws.final_rows.data(), n, h, logits, cfg.vocab_size);
+}
+
+void transformer::impl::attention_block(const layer_weights& lw, std::int64_t layer, std::span<const row_ref> rows) {
+    const auto t = static_cast<std::int64_t>(rows.size());
+    const std::int64_t h = cfg.hidden_size, hd = cfg.head_dim, qd = q_dim(), kvd = kv_dim();
+    const auto eps = static_cast<float>(cfg.rms_norm_eps);
+    for (std::int64_t i = 0; i < t; ++i) rmsnorm(ws.x.data() + i * h, lw.input_norm.data(), h, eps, ws.xn.data() + i * h);
+    ensure(ws.q, t * qd);
+    ensure(ws.k, t * kvd);
+    ensure(ws.v, t * kvd);
+    ensure(ws.attn, t * qd);
+    ensure(ws.part, t * h);
+    for (const shard_range& s : shards) {
+        const std::int64_t q0 = s.head_begin * hd, q1 = s.head_end * hd, k0 = s.kv_begin * hd, k1 = s.kv_end * hd;
+        lin(lw.q.row_slice(q0, q1), ws.xn.data(), t, h, ws.q.data() + q0, qd);
+        lin(lw.k.row_slice(k0, k1), ws.xn.data(), t, h, ws.k.data() + k0, kvd);
+        lin(lw.v.row_slice(k0, k1), ws.xn.data(), t, h, ws.v.data() + k0, kvd);
+        for (std::int64_t i = 0; i < t; ++i) {
+            const float* cs = ws.rope_cos.data() + i * (hd / 2);
+            const float* sn = ws.rope_sin.data() + i * (hd / 2);
+            for (std::int64_t hh = s.head_begin; hh < s.head_end; ++hh) {
+                float* qv = ws.q.data() + i * qd + hh * hd;
+                rmsnorm(qv, lw.q_norm.data(), hd, eps, qv);
+                rope_rotate_half(qv, cs, sn, hd);
+            }
+            const row_ref& r = rows[static_cast<std::size_t>(i)];
+            float* kc = r.seq->k[static_cast<std::size_t>(layer)].data() + r.pos * kvd;
+            float* vc = r.seq->v[static_cast<std::size_t>(layer)].data() + r.pos * kvd;
+            for (std::int64_t kh = s.kv_begin; kh < s.kv_end; ++kh) {
+                float* kv = ws.k.data() + i * kvd + kh * hd;
+                rmsnorm(kv, lw.k_norm.data(), hd, eps, kv);
+                rope_rotate_half(kv, cs, sn, hd);
+                std::copy(kv, kv + hd, kc + kh * hd);
+                std::copy(ws.v.data() + i * kvd + kh * hd, ws.v.data() + i * kvd + (kh + 1) * hd, vc + kh * hd);
+            }
+        }
+        attend(s, layer, rows);
+        lin(lw.o.col_slice(q0, q1), ws.attn.data() + q0, t, qd, ws.part.data(), h);
+        add_into(ws.x.data(), ws.part.data(), t * h);
+    }
+}
+
+// Causal grouped-query attention for the shard's heads: row i sees positions [0, pos_i] of its sequence.
+void transformer::impl::attend(const shard_range& s, std::int64_t layer, std::span<const row_ref> rows) {
+    const auto t = static_cast<std::int64_t>(rows.size());
+    const std::int64_t hd = cfg.head_dim, qd = q_dim(), kvd = kv_dim();
+    const std::int64_t heads = s.head_end - s.head_begin;
+    const std::int64_t group = cfg.num_attention_heads / cfg.num_key_value_heads;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const std::int64_t work = t * heads * (rows.back().pos + 1) * hd * 2;  // upper bound of the multiply-adds
+    pool.parallel_for(t * heads, 1, work, [&](std::int64_t b, std::int64_t e) {
+        thread_local simd_vector<float> scores;
+        for (std::int64_t item = b; item < e; ++item) {
+            const std::int64_t i = item / heads, hh = s.head_begin + item % heads, kh = hh / group;
+            const row_ref& r = rows[static_cast<std::size_t>(i)];
+            const float* q = ws.q.data() + i * qd + hh * hd;
+            const float* kc = r.seq->k[static_cast<std::size_t>(layer)].data() + kh * hd;
+            const float* vc = r.seq->v[static_cast<std::size_t>(layer)].data() + kh * hd;
+            const std::int64_t n = r.pos + 1;
+            ensure(scores, n);
+            for (std::int64_t j = 0; j < n; ++j) scores[static_cast<std::size_t>(j)] = dot_f32(q, kc + j * kvd, hd) * scale;
+            softmax(scores.data(), n);
+            float* out = ws.attn.data() + i * qd + hh * hd;
+            std::fill(out, out + hd, 0.0f);
+            for (std::int64_t j = 0; j < n; ++j) axpy_f32(scores[static_cast<std::size_t>(j)], vc + j * kvd, out, hd);
+        }
+    });
+}
+
+void transformer::impl::dense_block(const layer_weights& lw, std::int64_t t) {
+    const std::int64_t h = cfg.hidden_size;
+    for (const shard_range& s : shards) {
+        const std::int64_t f = s.ffn_end - s.ffn_begin;
+        ensure(ws.gate, t * f);
+        ensure(ws.up, t * f);
+        lin(lw.gate.row_slice(s.ffn_begin, s.ffn_end), ws.xn.data(), t, h, ws.gate.data(), f);
+        lin(lw.up.row_slice(s.ffn_begin, s.ffn_end), ws.xn.data(), t, h, ws.up.data(), f);
+        silu_mul(ws.gate.data(), ws.up.data(), t * f);
+        lin(lw.down.col_slice(s.ffn_begin, s.ffn_end), ws.gate.data(), t, f, ws.part.data(), h);
+        add_into(ws.x.data(), ws.part.data(), t * h);
+    }
+}
+
+// Runs one expert's MLP (shard columns) on the n rows gathered in ws.expert_in; result in ws.part.
+void transformer::impl::expert_mlp(const expert_weights& ew, const shard_range& s, std::int64_t n) {
+    const std::int64_t h = cfg.hidden_size, f = s.moe_end - s.moe_begin;
+    ensure(ws.gate, n * f);
+    ensure(ws.up, n * f);
+    lin(ew.gate.row_slice(s.moe_begin, s.moe_end), ws.expert_in.data(), n, h, ws.gate.data(), f);
+    lin(ew.up.row_slice(s.moe_begin, s.moe_end), ws.expert_in.data(), n, h, ws.up.data(), f);
+    silu_mul(ws.gate.data(), ws.up.data(), n * f);
+    lin(ew.down.col_slice(s.moe_begin, s.moe_end), ws.gate.data(), n, f, ws.part.data(), h);
+}
+
+void transformer::impl::moe_block(const layer_weights& lw, std::int64_t t) {
+    const std::int64_t h = cfg.hidden_size, ne = cfg.num_experts;
+    ensure(ws.router, t * ne);
+    lin(lw.router, ws.xn.data(), t, h, ws.router.data(), ne);
+    // Per expert: the rows routed to it and their routing weights.
+    std::vector<std::vector<std::pair<std::int64_t, float>>> routed(static_cast<std::size_t>(ne));
+    for (std::int64_t i = 0; i < t; ++i) {
+        auto chosen = select_experts(std::span(ws.router.data() + i * ne, static_cast<std::size_t>(ne)),
+                                     cfg.num_experts_per_tok, cfg.norm_topk_prob);
+        for (const auto& c : chosen) routed[static_cast<std::size_t>(c.expert)].push_back({i, c.weight});
+    }
+    ensure(ws.part, t * h);
+    for (std::int64_t e = 0; e < ne; ++e) {
+        const auto& list = routed[static_cast<std::size_t>(e)];
+        if (list.empty()) continue;
+        const auto n = static_cast<std::int64_t>(list.size());
+        ensure(ws.expert_in, n * h);
+        for (std::int64_t j = 0; j < n; ++j)
+            std::copy_n(ws.xn.data() + list[static_cast<std::size_t>(j)].first * h, h, ws.expert_in.data() + j * h);
+        for (const shard_range& s : shards) {
+            expert_mlp(lw.experts[static_cast<std::size_t>(e)], s, n);
+            for (std::int64_t j = 0; j < n; ++j) {
+                const auto& [row, w] = list[static_cast<std::size_t>(j)];
+                axpy_f32(w, ws.part.data() + j * h, ws.x.data() + row * h, h);
+            }
+        }
+    }
+}
+
+}  // namespace calserve::model

@@ -1,0 +1,27 @@
+#pragma once
+//! Per-request sampling parameters, validated by the API layer (net/) before they
+//! reach the sampler. Defaults are OpenAI's. The maths lives in model/sampling/sampling.hpp.
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace calserve::model {
+
+struct sampling_params {
+    float temperature = 1.0f;          // 0 = greedy
+    float top_p = 1.0f;                // (0, 1]
+    std::int32_t top_k = 0;            // 0 = off
+    float min_p = 0.0f;                // [0, 1]
+    float presence_penalty = 0.0f;     // [-2, 2]
+    float frequency_penalty = 0.0f;    // [-2, 2]
+    float repetition_penalty = 1.0f;   // (0, 2]; 1 = off
+    std::optional<std::uint64_t> seed; // none = derived from the request id
+    std::vector<std::pair<std::int32_t, float>> logit_bias;  // token -> bias in [-100, 100]
+    bool logprobs = false;
+    std::int32_t top_logprobs = 0;     // [0, 20]
+
+    bool greedy() const { return temperature == 0.0f; }
+};
+
+}  // namespace calserve::model
