@@ -11,7 +11,6 @@
 namespace calserve::actors {
 
 namespace {
-constexpr device::seq_id k_golden_sequence = ~device::seq_id{0} - 1;
 constexpr std::array<token_id, 8> k_golden_prompt{9707, 11, 1879, 0, 576, 374, 264, 1273};
 
 std::span<const std::byte> as_bytes(const std::vector<std::int32_t>& v) { return std::as_bytes(std::span(v)); }
@@ -107,10 +106,15 @@ void device_actor::on(da_start&) {
 
 void device_actor::start_golden() {
     auto warm = dev_->warmup();
-    auto fail = [this](const error_info& e) {
-        (void)enqueue(da_golden_done{generation_, e}, id());
-    };
-    if (!warm) return fail(warm.error());
+    if (!warm) return golden_failed(warm.error());
+    submit_golden(0);
+}
+
+void device_actor::golden_failed(const error_info& e) { (void)enqueue(da_golden_done{generation_, e}, id()); }
+
+// The golden prefill; a retryable refusal (submit_busy) is retried with the jobs'
+// backoff, as any job's is: a busy queue is not a failed reset.
+void device_actor::submit_golden(int attempt) {
     (void)dev_->kv_free(k_golden_sequence);
     std::vector<std::int32_t> tokens(k_golden_prompt.begin(), k_golden_prompt.end());
     std::vector<std::int32_t> positions(tokens.size());
@@ -124,15 +128,26 @@ void device_actor::start_golden() {
     if (r) r = dev_->write_input(sm, s, "position", as_bytes(positions));
     if (r) r = dev_->write_csr(sm, s, device::k_csr_cur_seq_len, std::uint32_t(tokens.size()));
     if (r) r = dev_->write_csr(sm, s, device::k_csr_past_kv_len, 0);
-    if (!r) return fail(r.error());
+    if (!r) return golden_failed(r.error());
     auto job = dev_->infer(sm, s, k_golden_sequence);
-    if (!job) return fail(job.error());
+    if (!job && fault_class_of(job.error().code) == fault_class::retryable && attempt < options_.retry_limit) {
+        sync_fault_metrics();
+        const auto gen = generation_;
+        start_timer(options_.retry_base * (1 << attempt),
+                    [this, gen, attempt] { (void)enqueue(da_golden_retry{gen, attempt + 1}, id()); });
+        return;
+    }
+    if (!job) return golden_failed(job.error());
     auto self = address<device_actor>(shared_from_this());
     auto gen = generation_;
     auto me = id();
-    dev_->wait_async(*job, options_.wait_timeout, [self, gen, me](result<device::job_result> r) {
+    dev_->wait_async(*job, wait_bound(*job), [self, gen, me](result<device::job_result> r) {
         (void)self.tell(da_golden_done{gen, std::move(r)}, me);
     });
+}
+
+void device_actor::on(da_golden_retry& m) {
+    if (m.generation == generation_ && lifecycle_.is(device_health::warmup)) submit_golden(m.attempt);
 }
 
 void device_actor::on(da_golden_done& m) {
@@ -259,12 +274,18 @@ void_result device_actor::fill_decode(const job_ptr& job) {
     return {};
 }
 
+std::chrono::nanoseconds device_actor::wait_bound(device::job_id job) const {
+    const auto expected = dev_->expected_completion(job);
+    const auto scaled = std::chrono::nanoseconds(std::int64_t(options_.wait_cost_factor * double(expected.count())));
+    return std::max(options_.wait_timeout, scaled);
+}
+
 void device_actor::submit_wait(const job_ptr& job, device::job_id job_id) {
     job->t_submitted = rt().now();
     auto self = address<device_actor>(shared_from_this());
     auto gen = generation_;
     auto me = id();
-    dev_->wait_async(job_id, options_.wait_timeout, [self, gen, job, me](result<device::job_result> r) {
+    dev_->wait_async(job_id, wait_bound(job_id), [self, gen, job, me](result<device::job_result> r) {
         (void)self.tell(da_completed{gen, job, std::move(r)}, me);
     });
 }

@@ -83,10 +83,17 @@ struct decode_profile {
     std::string submodel;
 };
 
+// The KV sequence of the warm-up's golden prefill (never a request's: requests count up from 1).
+inline constexpr device::seq_id k_golden_sequence = ~device::seq_id{0} - 1;
+
 struct device_actor_options {
     std::string prefill_submodel;
     std::vector<decode_profile> decode_profiles;            // ascending batch; at least batch 1
+    // Wait bound of a job: max(wait_timeout, wait_cost_factor x the device's expected
+    // completion of it). The floor catches hangs of cheap jobs; the factor gives an
+    // expensive job (a long prefill, a slow host) room in proportion to its cost.
     std::chrono::nanoseconds wait_timeout{std::chrono::seconds(10)};
+    double wait_cost_factor = 4;
     std::chrono::nanoseconds kv_apply_timeout{std::chrono::seconds(1)};
     int reset_limit = 3;
     int retry_limit = 6;                                    // submit_busy / KV refusals
@@ -128,15 +135,20 @@ private:
     void on(da_kv_free& m);
     void on(da_reset& m);
     void on(da_reset_step& m);
+    void on(da_golden_retry& m);
 
     void_result fill_and_submit(const job_ptr& job);
     void_result fill_prefill(const job_ptr& job);
     void_result fill_decode(const job_ptr& job);
+    // How long to wait for `job` before declaring the device hung (options, wait_timeout).
+    std::chrono::nanoseconds wait_bound(device::job_id job) const;
     void submit_wait(const job_ptr& job, device::job_id id);
     void finish_job(const job_ptr& job, const device::job_result& r);
     void fail_job(const job_ptr& job, const error_info& e, int attempt);
     void fault(const error_info& e);
     void start_golden();
+    void submit_golden(int attempt);
+    void golden_failed(const error_info& e);
     void schedule_reset_step();
     std::chrono::nanoseconds reset_backoff();
     bool move_to(device_health next, std::string note = {});  // note: the fault or reset reason

@@ -32,8 +32,13 @@ struct da_reset {                         // control socket or a fault: reset no
 struct da_reset_step {                    // internal: (re)try the reset after a backoff
     std::uint64_t generation = 0;
 };
+struct da_golden_retry {                  // internal: submit the golden job again after a busy refusal
+    std::uint64_t generation = 0;
+    int attempt = 0;
+};
 
 using device_actor_message =
-    std::variant<da_start, da_execute, da_completed, da_golden_done, da_kv_free, da_reset, da_reset_step>;
+    std::variant<da_start, da_execute, da_completed, da_golden_done, da_kv_free, da_reset, da_reset_step,
+                 da_golden_retry>;
 
 }  // namespace calserve::actors

@@ -43,6 +43,7 @@ constexpr key_spec k_schema[] = {
     {"runtime.kv_wait_ms", integer, "5000", 0, 3600000, "", "longest wait for KV room before 429"},
     {"runtime.progress_timeout_ms", integer, "30000", 0, 86400000, "", "watchdog: /health unhealthy when admitted work makes no token progress this long; 0 = off"},
     {"runtime.recordable", boolean, "false", 0, 0, "", "run the actors on one real-time-driven deterministic thread so traces replay exactly (control socket trace.start)"},
+    {"runtime.max_job_retries", integer, "2", 0, 100, "", "a request whose device jobs fail this many times in a row and once more fails alone (job_retries_exhausted); the device's other sequences recover"},
     {"runtime.max_batch", integer, "0", 0, 256, "", "most sequences in one decode job; 0 = the largest decode batch profile of the package"},
     {"runtime.decode_groups", integer, "1", 1, 2, "", "decode batches in flight: 1 = every decoding sequence in one batch (prefills use the other slot), 2 = two groups alternating on ping/pong"},
     {"runtime.kv_policy", string, "on_demand", 0, 0, "on_demand|reserve", "KV budgeting: on_demand reserves prompt + runtime.kv_step_tokens and grows (preempting by recompute when full); reserve holds prompt + max_tokens from admission"},
@@ -51,7 +52,8 @@ constexpr key_spec k_schema[] = {
     {"runtime.kv_blocks", integer, "0", 0, k_big, "", "cap on KV blocks the scheduler uses; 0 = all the package holds"},
     {"runtime.default_max_tokens", integer, "256", 1, 1048576, "", "max_tokens when a request gives none"},
 
-    {"device.wait_timeout_ms", integer, "10000", 1, 3600000, "", "device Wait() bound"},
+    {"device.wait_timeout_ms", integer, "10000", 1, 3600000, "", "floor of a job's device Wait() bound (docs/faults.md, \"Wait bounds\")"},
+    {"device.wait_cost_factor", number, "4", 1, 1000, "", "a job's Wait() bound is max(wait_timeout_ms, this x the device's expected completion of it)"},
     {"device.reset_limit", integer, "3", 0, 100, "", "consecutive failed resets before Dead"},
     {"device.reset_backoff_ms", integer, "50", 0, 600000, "", "wait before the 2nd reset attempt of a recovery, doubling per further attempt (jittered, seeded by device.sim.seed); 0 = none"},
     {"device.reset_backoff_max_ms", integer, "5000", 0, 3600000, "", "cap on the wait between reset attempts"},

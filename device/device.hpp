@@ -134,6 +134,12 @@ public:
     virtual result<job_result> wait(job_id job, timeout limit) = 0;
     // Never blocks: `done` is called once, from the backend's timer/worker thread.
     virtual void wait_async(job_id job, timeout limit, completion_callback done) = 0;
+    // How long from now `job` is expected to take to complete, by the backend's own
+    // account of the work queued ahead of it and its own (zero when it cannot tell, or
+    // the job is done). The runtime bounds its wait by a multiple of this, never less
+    // than the configured floor (docs/faults.md, "Wait bounds"). An injected slowdown
+    // is not part of the expectation: it is what the bound exists to catch.
+    virtual timeout expected_completion(job_id job) const = 0;
 
     // --- KV (allocate, apply, free, clear, canAllocate) ---
     virtual bool kv_can_allocate(std::int64_t tokens) const = 0;

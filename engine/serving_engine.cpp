@@ -198,6 +198,7 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
     dopt.prefill_submodel = prefill->name;
     dopt.decode_profiles = profiles;
     dopt.wait_timeout = std::chrono::milliseconds(cfg.integer("device.wait_timeout_ms"));
+    dopt.wait_cost_factor = cfg.number("device.wait_cost_factor");
     dopt.kv_apply_timeout = std::chrono::seconds(1);
     dopt.reset_limit = int(cfg.integer("device.reset_limit"));
     dopt.reset_backoff = std::chrono::milliseconds(cfg.integer("device.reset_backoff_ms"));

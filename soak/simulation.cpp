@@ -154,12 +154,33 @@ void simulation::advance_to(std::int64_t t_ns) {
     cancel_slow_consumers();
     while (true) {
         auto due = rt_->next_timer_due();
-        if (!due || *due > target) break;
+        const bool timer_next = due && *due <= target;
+        // The operator acts at its instant, after the timers due before it (as a replay applies an input).
+        if (operator_due_ && *operator_due_ <= t_ns && (!timer_next || std::chrono::nanoseconds(*operator_due_) < *due)) {
+            if (std::chrono::nanoseconds(*operator_due_) > rt_->now()) rt_->run_for(std::chrono::nanoseconds(*operator_due_) - rt_->now());
+            operator_reset();
+            continue;
+        }
+        if (!timer_next) break;
         rt_->advance_to_next_timer();
         cancel_slow_consumers();
     }
     if (target > rt_->now()) rt_->run_for(target - rt_->now());
     rt_->run_until_idle();
+}
+
+void simulation::operator_reset() {
+    operator_due_.reset();
+    ++report_.operator_resets;
+    live_by_ = now_ns() + k_operator_liveness_ns;
+    // The operator removes the cause (every armed fault), then resets the device: `ctl
+    // fault clear` and `ctl device reset`, recorded as the inputs a replay applies.
+    const io::trace_input steps[] = {io::trace_clear{now_ns(), std::nullopt, std::nullopt},
+                                     io::trace_control{now_ns(), "reset"}};
+    for (const auto& in : steps) {
+        if (inputs_) inputs_(in);
+        apply(in);
+    }
 }
 
 void simulation::cancel_slow_consumers() {
@@ -302,12 +323,34 @@ void simulation::check_step() {
     for (const auto& e : host_->resident())
         if (!e->kv_manager().pool().conserved()) violation("KV pool not conserved");
     if (actors::illegal_transitions_total() != illegal_at_start_) violation("illegal lifecycle transition");
-    auto current = host_->any_resident();
-    if (current && current->device_state() == actors::device_health::dead && !dead_reported_) {
-        dead_reported_ = true;
-        violation("device dead");
-    }
+    check_liveness();
     check_finished_streams();
+}
+
+// A dead device is a violation, unless the operator model stands in for the operator
+// who resets it (sim_setup::operator_model); then the violation is a device that is
+// not serving again k_operator_liveness_ns after that reset.
+void simulation::check_liveness() {
+    auto current = host_->any_resident();
+    if (!current) return;
+    const auto state = current->device_state();
+    if (state != actors::device_health::dead) {
+        dead_seen_ = false;
+        if (state == actors::device_health::ready) live_by_.reset();
+    } else if (!setup_.operator_model) {
+        if (!dead_reported_) violation("device dead");
+        dead_reported_ = true;
+    } else if (!dead_seen_) {
+        dead_seen_ = true;
+        ++report_.dead_episodes;
+        live_by_.reset();  // a new episode: the next operator reset restarts the clock
+        operator_due_ = now_ns() + k_operator_delay_ns;
+    }
+    if (live_by_ && now_ns() > *live_by_) {
+        violation("device not ready " + std::to_string(k_operator_liveness_ns / 1'000'000'000) +
+                  " s after the operator's reset");
+        live_by_.reset();
+    }
 }
 
 void simulation::check_finished_streams() {
@@ -353,8 +396,13 @@ void simulation::finish(double limit_s) {
     auto limit = rt_->now() + std::chrono::nanoseconds(std::int64_t(limit_s * 1e9));
     rt_->run_until_idle();
     cancel_slow_consumers();
-    while ((host_->in_flight() > 0 || host_->loading()) && rt_->now() < limit && rt_->advance_to_next_timer())
+    // A device that died near the end: the operator still resets it, and it must come back.
+    if (operator_due_) advance_to(*operator_due_);
+    while ((host_->in_flight() > 0 || host_->loading() || live_by_) && rt_->now() < limit && rt_->advance_to_next_timer()) {
         cancel_slow_consumers();
+        check_liveness();
+    }
+    if (live_by_) violation("device not ready at the end, after the operator's reset");
     rt_->run_until_idle();
     check_step();
     report_.end_ns = now_ns();

@@ -43,13 +43,24 @@ struct sim_setup {
     bool check_reference = true;              // recompute greedy streams on the reference model
     std::uint64_t engine_seq = 0;             // request sequence counter to continue from (trace started mid-run)
     std::string alias;                        // the served name (generation inputs name it); "" = the engine's
+    // The soak's operator: a device that goes dead is not a violation; after
+    // k_operator_delay_ns the operator clears the faults (the cause) and resets the
+    // device through the control path (recorded as inputs, so a replay does the same),
+    // and the device must be ready again within k_operator_liveness_ns. Off in replay.
+    bool operator_model = false;
 };
+
+// The soak operator's reaction time to a dead device, and how soon after its reset
+// the device must serve again (virtual time).
+inline constexpr std::int64_t k_operator_delay_ns = 5'000'000'000;
+inline constexpr std::int64_t k_operator_liveness_ns = 60'000'000'000;
 
 struct sim_report {
     std::uint64_t submitted = 0, rejected = 0, cancels = 0, arms = 0;
     std::uint64_t slow_consumers = 0, slow_cancels = 0;  // streams read slowly / cancelled for it
     std::array<std::uint64_t, 5> finished{};  // by actors::finish_reason
     std::uint64_t greedy_checked = 0, messages = 0, faults_fired = 0, device_resets = 0, preemptions = 0;
+    std::uint64_t dead_episodes = 0, operator_resets = 0;  // device deaths, and the operator's resets after them
     std::int64_t end_ns = 0;
     std::vector<std::string> violations;
     bool ok() const { return violations.empty(); }
@@ -100,6 +111,8 @@ private:
     void generation_op(const io::trace_model& m);
     actors::serving_engine& engine() const;  // the serving generation's (else any resident one's)
     void check_step();
+    void check_liveness();
+    void operator_reset();
     void check_finished_streams();
     void violation(std::string what);
 
@@ -113,6 +126,9 @@ private:
     std::uint64_t illegal_at_start_ = 0;
     std::uint64_t next_ref_seq_ = 1;
     bool dead_reported_ = false;
+    bool dead_seen_ = false;                      // the current dead episode is counted
+    std::optional<std::int64_t> operator_due_;    // when the operator resets a dead device
+    std::optional<std::int64_t> live_by_;         // the device must be ready by then (after an operator reset)
     sim_report report_;
 };
 

@@ -212,6 +212,7 @@ result<sim_report> soak_pass(const soak_options& o, const plan& p, io::trace_wri
     setup.package_dir = o.package_dir;
     setup.overrides = p.overrides;
     setup.check_reference = o.check_reference;
+    setup.operator_model = true;
     message_observer obs;
     if (writer) obs = [writer](const io::trace_message& m) { writer->push(io::encode(m)); };
     input_observer own_inputs;  // slow consumers' cancels, recorded like any other input
@@ -264,7 +265,8 @@ void print_report(const sim_report& r, std::ostream& out) {
     out << "soak: submitted=" << r.submitted << " rejected=" << r.rejected << " cancels=" << r.cancels
         << " slow_consumers=" << r.slow_consumers << " slow_cancels=" << r.slow_cancels
         << " fault_arms=" << r.arms << " faults_fired=" << r.faults_fired << " device_resets=" << r.device_resets
-        << " preemptions=" << r.preemptions << "\n  finished: stop=" << r.finished[0] << " length=" << r.finished[1] << " cancelled=" << r.finished[2]
+        << " preemptions=" << r.preemptions << " dead_episodes=" << r.dead_episodes
+        << " operator_resets=" << r.operator_resets << "\n  finished: stop=" << r.finished[0] << " length=" << r.finished[1] << " cancelled=" << r.finished[2]
         << " timeout=" << r.finished[3] << " error=" << r.finished[4] << " greedy_checked=" << r.greedy_checked
         << " messages=" << r.messages << " virtual_s=" << double(r.end_ns) / 1e9 << "\n";
     for (const auto& v : r.violations) out << "  VIOLATION " << v << "\n";

@@ -41,6 +41,7 @@
 #include "device/device.hpp"
 #include "device/fault_points.hpp"
 #include "device/sim/kv_pool.hpp"
+#include "device/sim/host_cost.hpp"
 #include "device/sim/latency_model.hpp"
 #include "device/sim/scheduler.hpp"
 #include "model/core/causal_lm.hpp"
@@ -104,6 +105,7 @@ public:
     result<job_id> infer_rows(std::string_view submodel, slot s, std::span<const seq_id> rows) override;
     result<job_result> wait(job_id job, timeout limit) override;
     void wait_async(job_id job, timeout limit, completion_callback done) override;
+    timeout expected_completion(job_id job) const override;
 
     bool kv_can_allocate(std::int64_t tokens) const override;
     void_result kv_allocate(seq_id sequence, std::int64_t reserve_tokens) override;
@@ -152,6 +154,9 @@ private:
         job_fate fate = job_fate::ok;
         bool poison_logits = false;
         job_timing timing;
+        std::int64_t expected_done_ns = 0;  // modelled completion without injected delays
+        job_kind kind = job_kind::decode;
+        double host_work = 0;               // host_cost_model::work of its live rows
         std::vector<std::byte> logits_out;  // the logits output as the device writes it, by the compute stage
         bool compute_done = false;
         bool timer_done = false;
@@ -245,6 +250,8 @@ private:
     static constexpr std::size_t k_spare_logits = 2;
     std::vector<std::vector<float>> spare_logits_;       // guarded by mutex_
     std::vector<std::vector<std::byte>> spare_encoded_;  // guarded by mutex_
+
+    host_cost_model host_cost_;  // guarded by mutex_; learned from real-time computes only
 
     std::mutex model_mutex_;  // the reference model is not thread-safe
     std::unique_ptr<model::causal_lm> model_;

@@ -1,6 +1,7 @@
 // Simulated NPU: infer (validation, fault fate, modelled timeline), the compute
 // stage (reference model), in-order completion, Wait and the async completion.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -168,7 +169,13 @@ void sim_device::schedule_timing(job& j, const submodel_desc& sm, std::uint64_t 
     compute_busy_ns_ += compute_ns;
     t.completed_ns = std::max(t.compute_end_ns, d2h_free_ns_) + ms_to_ns(latency_->d2h_ms(out_bytes));
     d2h_free_ns_ = t.completed_ns;
+    j.expected_done_ns = t.completed_ns - ms_to_ns(extra_compute_ms);
     t.completed_ns += ms_to_ns(extra_done_ms);
+    j.kind = sm.kind == submodel_kind::decode && j.row_tokens == 1 ? job_kind::decode : job_kind::prefill;
+    std::vector<std::int64_t> pasts;
+    for (std::size_t b = 0; b < j.rows.size(); ++b)
+        if (j.rows[b] != k_padding_row) pasts.push_back(j.pasts[b]);
+    j.host_work = host_cost_model::work(j.row_tokens, pasts);
 }
 
 result<job_id> sim_device::infer(std::string_view submodel, slot s, seq_id sequence) {
@@ -291,6 +298,7 @@ void sim_device::run_model(const job_ptr& j) {
     std::vector<float> logits;
     std::vector<std::byte> encoded;
     void_result r;
+    double host_ns = 0;
     {
         std::lock_guard model_lock(model_mutex_);
         {
@@ -305,12 +313,16 @@ void sim_device::run_model(const job_ptr& j) {
                 spare_encoded_.pop_back();
             }
         }
+        const auto started = std::chrono::steady_clock::now();
         r = compute_rows(*j, logits);
+        host_ns = double(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count());
     }
     if (r) encode_logits(*j, logits, encoded);
     pending_calls calls;
     {
         std::lock_guard lock(mutex_);
+        // Only a real-time compute takes time the runtime waits for (virtual time computes inline).
+        if (r && worker_) host_cost_.observe(j->kind, j->host_work, host_ns);
         if (spare_logits_.size() < k_spare_logits) spare_logits_.push_back(std::move(logits));
         if (j->epoch != epoch_) return;
         if (!r) j->outcome = make_error(r.code() == status::ok ? status::internal : r.code(), "reference model: " + r.error().what());
@@ -481,6 +493,24 @@ void sim_device::wait_async(job_id id, timeout limit, completion_callback done) 
         }
         cb(make_error(status::wait_timeout, fmt::format("job {} not done after {:.1f} ms", j->id, ms)));
     });
+}
+
+timeout sim_device::expected_completion(job_id id) const {
+    std::lock_guard lock(mutex_);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || it->second->finished) return timeout{0};
+    const std::int64_t now = options_.scheduler->now().count();
+    double ns = double(std::max<std::int64_t>(0, it->second->expected_done_ns - now));
+    if (worker_) {
+        // The host computes jobs one at a time in submission order: those ahead, then this one.
+        double host = 0;
+        for (const auto& j : in_flight_) {
+            if (!j->compute_done) host += host_cost_.estimate_ns(j->kind, j->host_work);
+            if (j->id == id) break;
+        }
+        ns = std::max(ns, host);
+    }
+    return timeout{std::int64_t(ns)};
 }
 
 sim_device::compute_worker::compute_worker() : thread_([this](std::stop_token st) { run(st); }) {}

@@ -29,13 +29,14 @@ const std::filesystem::path& model_dir() {
 std::int64_t seconds(double s) { return std::int64_t(s * 1e9); }
 
 soak::soak_outcome soak_run(std::uint64_t seed, double virtual_s, std::string trace = "",
-                            std::filesystem::path package = {}) {
+                            std::filesystem::path package = {}, bool check_reference = true) {
     soak::soak_options o;
     o.seed = seed;
     o.duration_ns = seconds(virtual_s);
     o.model_dir = model_dir();
     o.package_dir = std::move(package);
     o.trace_path = std::move(trace);
+    o.check_reference = check_reference;
     o.failure_trace_path = (test::scratch_dir("soak-failures") / ("seed-" + std::to_string(seed) + ".jsonl")).string();
     std::ostringstream out;
     auto r = soak::run_soak(o, out);
@@ -61,6 +62,31 @@ TEST_CASE("a handful of seeds keep every invariant", "[soak]") {
     CHECK(resets > 0);
     CHECK(checked > 0);
     CHECK(cancels > 0);
+}
+
+// Seeds whose schedules killed the device (docs/soak.md, "Seeds that reach Dead"):
+// consecutive injected faults (each arm a count of 2-3, one after another) failed more
+// warm-ups in a row than device.reset_limit allows, which is a correct death. The
+// soak's operator resets the device (faults cleared) and the run must serve again.
+// 622 and 625 also failed warm-ups on submit_busy, a retryable refusal the
+// DeviceActor now retries (625 no longer dies at all). Run to just past each death.
+TEST_CASE("seeds whose faults kill the device end with the operator's reset and keep every invariant",
+          "[soak][liveness]") {
+    struct dead_seed {
+        std::uint64_t seed;
+        double virtual_s;
+        bool dies;
+    };
+    for (auto [seed, virtual_s, dies] : {dead_seed{505, 1100, true}, dead_seed{601, 2900, true},
+                                         dead_seed{616, 1600, true}, dead_seed{621, 1300, true},
+                                         dead_seed{622, 1400, true}, dead_seed{625, 1700, false}}) {
+        INFO("seed " << seed);
+        auto r = soak_run(seed, virtual_s, "", {}, std::getenv("CALSERVE_SANITIZED") == nullptr).report;
+        CHECK(r.ok());
+        CHECK(r.operator_resets == r.dead_episodes);
+        if (dies) CHECK(r.dead_episodes >= 1);
+        else CHECK(r.dead_episodes == 0);
+    }
 }
 
 TEST_CASE("a seed whose KV cap forces preemptions keeps every invariant and its greedy outputs", "[soak][kv]") {

@@ -1,0 +1,111 @@
+// Liveness of the device path (deterministic runtime, virtual time, cpu backend
+// paced by device.sim.step_ms):
+//  - A job that takes longer than device.wait_timeout_ms by its expected cost is
+//    waited for: the wait bound follows the device's expected completion (times
+//    device.wait_cost_factor), the floor only catches hangs of cheap jobs.
+//  - A job slowed beyond that bound (an injected slow_infer) is still caught and
+//    recovered, with the same output.
+//  - A busy refusal (submit_busy) of the warm-up's golden job is retried with the
+//    jobs' backoff; it is not a failed reset, so it cannot push the device to Dead.
+#include <catch2/catch.hpp>
+
+#include "actors/device_actor.hpp"
+#include "device/fault_points.hpp"
+#include "tests/actors/engine_fixture.hpp"
+
+using namespace calserve;
+using namespace calserve::actors;
+using calserve::test::engine_harness;
+using calserve::test::recording_sink;
+using device::arm_mode;
+using device::fault_point;
+
+namespace {
+
+constexpr std::int64_t k_tokens = 6;
+
+const std::vector<token_id>& prompt() {
+    static const auto p = calserve::test::random_prompt(901, 12);
+    return p;
+}
+
+const std::vector<token_id>& expected() {
+    static const auto e = calserve::test::reference_greedy(calserve::test::tiny_model_dir(), prompt(), k_tokens);
+    return e;
+}
+
+void check_stream(const recording_sink& s) {
+    REQUIRE(s.finishes == 1);
+    CHECK(s.result.reason == finish_reason::length);
+    CHECK(s.tokens == expected());
+}
+
+}  // namespace
+
+TEST_CASE("liveness: a job whose expected cost outlives device.wait_timeout_ms is waited for, not reset",
+          "[engine][liveness]") {
+    // Every job takes 500 ms of modelled compute against a 100 ms floor.
+    engine_harness h({"log.level=off", "device.sim.step_ms=500", "device.wait_timeout_ms=100"});
+    auto sink = std::make_shared<recording_sink>();
+    REQUIRE(h.engine->submit(h.greedy("slow", prompt(), k_tokens), sink).ok());
+    h.run_until_done();
+    check_stream(*sink);
+    CHECK(h.engine->device_resets() == 0);
+    CHECK(h.engine->device_state() == device_health::ready);
+}
+
+TEST_CASE("liveness: a job slowed past the floor while its expected cost is nothing is a hang, and recovered",
+          "[engine][liveness]") {
+    // The same job at 500 ms, but the expectation is 0 (unpaced) and the slowdown injected:
+    // the 100 ms floor catches it, the device recovers, the output is unchanged.
+    engine_harness h({"log.level=off", "device.wait_timeout_ms=100"});
+    device::fault_spec slow;
+    slow.point = fault_point::slow_infer;
+    slow.mode = arm_mode::once;
+    slow.delay_ms = 500;
+    auto sink = std::make_shared<recording_sink>();
+    REQUIRE(h.engine->submit(h.greedy("hung", prompt(), k_tokens), sink).ok());
+    REQUIRE(h.engine->faults()->arm(slow).ok());
+    h.run_until_done();
+    check_stream(*sink);
+    CHECK(h.engine->device_resets() == 1);
+}
+
+TEST_CASE("liveness: a slowdown beyond wait_cost_factor x the expected cost is still caught",
+          "[engine][liveness]") {
+    // Expected 50 ms per job, bound max(10 ms, 4 x 50 ms) = 200 ms; the injected 2 s slowdown passes it.
+    engine_harness h({"log.level=off", "device.sim.step_ms=50", "device.wait_timeout_ms=10"});
+    device::fault_spec slow;
+    slow.point = fault_point::slow_infer;
+    slow.mode = arm_mode::once;
+    slow.delay_ms = 2000;
+    auto sink = std::make_shared<recording_sink>();
+    REQUIRE(h.engine->submit(h.greedy("slowed", prompt(), k_tokens), sink).ok());
+    REQUIRE(h.engine->faults()->arm(slow).ok());
+    h.run_until_done();
+    check_stream(*sink);
+    CHECK(h.engine->device_resets() == 1);
+}
+
+TEST_CASE("liveness: a busy refusal of the golden job is retried, not counted as a failed reset",
+          "[engine][liveness][faults]") {
+    // reset_limit 0: a single failed reset would kill the device.
+    engine_harness h({"log.level=off", "device.reset_limit=0"});
+    device::fault_spec busy;
+    busy.point = fault_point::submit_busy;
+    busy.mode = arm_mode::count;
+    busy.count = 3;
+    busy.match.sequence = k_golden_sequence;
+    device::fault_spec crash;
+    crash.point = fault_point::ccu_exception;
+    crash.mode = arm_mode::once;
+    auto sink = std::make_shared<recording_sink>();
+    REQUIRE(h.engine->submit(h.greedy("busy", prompt(), k_tokens), sink).ok());
+    REQUIRE(h.engine->faults()->arm(busy).ok());
+    REQUIRE(h.engine->faults()->arm(crash).ok());
+    h.run_until_done();
+    CHECK(h.engine->faults()->fires(fault_point::submit_busy) == 3);
+    CHECK(h.engine->device_state() == device_health::ready);
+    CHECK(h.engine->device_resets() == 1);
+    check_stream(*sink);
+}
