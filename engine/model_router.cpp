@@ -40,6 +40,40 @@ std::string_view to_string(generation_state s) {
     return "?";
 }
 
+namespace {
+
+// The state file's mapping by alias, laid over `models`: a saved alias serves its
+// current generation's directory, and an alias only the file knows is added. Empty
+// when there is no file, or when it is unusable (`note` then says why).
+std::map<std::string, saved_alias> restore_mapping(const fs::path& state_file, std::vector<model_spec>& models,
+                                                   std::string& note) {
+    std::map<std::string, saved_alias> saved;
+    if (!state_file.empty() && fs::exists(state_file)) {
+        auto state = read_state(state_file);
+        if (!state) {
+            note = "the state file " + state_file.string() + " is unusable (" + state.error().message +
+                   "): serving the command line's models";
+            spdlog::error("models: {}", note);
+        } else {
+            for (auto& s : *state) saved[s.name] = s;
+        }
+    }
+    for (const auto& [name, s] : saved) {
+        auto it = std::find_if(models.begin(), models.end(), [&](const model_spec& m) { return m.alias == name; });
+        if (it == models.end()) {
+            models.push_back(model_spec{name, s.current.dir, false, {}});
+        } else {
+            it->dir = s.current.dir;
+            it->cpu = false;
+        }
+        spdlog::info("models: '{}' restored to generation {} ({}) from {}", name, s.current.number, s.current.dir,
+                     state_file.string());
+    }
+    return saved;
+}
+
+}  // namespace
+
 // --- creation ----------------------------------------------------------------
 
 result<std::unique_ptr<model_router>> model_router::create(runtime& rt, const config& cfg, std::vector<model_spec> models,
@@ -57,28 +91,7 @@ result<std::unique_ptr<model_router>> model_router::create(runtime& rt, const co
 }
 
 void_result model_router::start(std::vector<model_spec> models) {
-    std::map<std::string, saved_alias> saved;
-    if (!options_.state_file.empty() && fs::exists(options_.state_file)) {
-        auto state = read_state(options_.state_file);
-        if (!state) {
-            state_note_ = "the state file " + options_.state_file.string() + " is unusable (" + state.error().message +
-                          "): serving the command line's models";
-            spdlog::error("models: {}", state_note_);
-        } else {
-            for (auto& s : *state) saved[s.name] = s;
-        }
-    }
-    for (const auto& [name, s] : saved) {
-        auto it = std::find_if(models.begin(), models.end(), [&](const model_spec& m) { return m.alias == name; });
-        if (it == models.end()) {
-            models.push_back(model_spec{name, s.current.dir, false, {}});
-        } else {
-            it->dir = s.current.dir;
-            it->cpu = false;
-        }
-        spdlog::info("models: '{}' restored to generation {} ({}) from {}", name, s.current.number, s.current.dir,
-                     options_.state_file.string());
-    }
+    const auto saved = restore_mapping(options_.state_file, models, state_note_);
     // Plan the whole board before any device work.
     std::vector<pkg::package> packages;
     packages.reserve(models.size());
