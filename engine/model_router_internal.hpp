@@ -1,11 +1,14 @@
 #pragma once
-// The model router's records of aliases and generations, shared by its two sources:
-// model_router.cpp (start-up, the generation state machine, housekeeping, the state
-// file) and model_router_engine.cpp (the `engine` interface: routing and the
-// board-wide view). Every field is guarded by the router's mutex.
+// The model router's records of aliases and generations, shared by its sources:
+// model_router.cpp (start-up, housekeeping), model_router_generations.cpp (the
+// generation state machine: load, switch, rollback, unload), model_router_state.cpp
+// (the state file) and model_router_engine.cpp (the `engine` interface: routing and
+// the board-wide view). Every field of a generation or an alias is guarded by the
+// router's mutex.
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +18,24 @@
 namespace calserve::actors {
 
 using clock_type = std::chrono::steady_clock;
+
+// How often the housekeeper looks at draining generations (also the slice in which a
+// load's waits notice a stopping daemon).
+constexpr auto k_housekeeping_period = std::chrono::milliseconds(20);
+
+// The state file's mapping, as start-up restores it (model_router_state.cpp).
+struct saved_generation {
+    std::uint64_t number = 0;
+    std::string dir;
+};
+struct saved_alias {
+    std::string name;
+    saved_generation current;
+    std::optional<saved_generation> previous;
+    std::uint64_t next_number = 1;
+};
+// The mapping in `file`, or why it is unusable (missing, torn, corrupt, unknown version).
+result<std::vector<saved_alias>> read_state(const std::filesystem::path& file);
 
 struct model_router::generation {
     std::string alias;

@@ -110,63 +110,87 @@ std::optional<T> get_opt(const json::object& o, std::string_view key) {
     return get<T>(o, key);
 }
 
+// The records read field by field, each from an object whose "k" names its kind.
+trace_submit submit_of(const json::object& o) {
+    trace_submit s;
+    s.t_ns = get<std::int64_t>(o, "t");
+    s.id = get<std::string>(o, "id");
+    s.prompt = get<std::vector<std::int32_t>>(o, "prompt");
+    s.max_tokens = get<std::int64_t>(o, "max_tokens");
+    s.temperature = get<double>(o, "temperature");
+    s.top_p = get<double>(o, "top_p");
+    s.top_k = get<std::int32_t>(o, "top_k");
+    s.seed = get_opt<std::uint64_t>(o, "seed");
+    s.ignore_eos = get<bool>(o, "ignore_eos");
+    s.timeout_ms = get<std::int64_t>(o, "timeout_ms");
+    s.min_p = get<double>(o, "min_p");
+    s.presence_penalty = get<double>(o, "presence_penalty");
+    s.frequency_penalty = get<double>(o, "frequency_penalty");
+    s.repetition_penalty = get<double>(o, "repetition_penalty");
+    for (const auto& pair : get<json::array>(o, "logit_bias")) {
+        const auto& a = pair.as_array();
+        if (a.size() != 2) throw std::invalid_argument("logit_bias entries are [token, bias] pairs");
+        s.logit_bias.emplace_back(json::value_to<std::int32_t>(a[0]), a[1].to_number<double>());
+    }
+    s.logprobs = get<bool>(o, "logprobs");
+    s.top_logprobs = get<std::int32_t>(o, "top_logprobs");
+    s.stop = get<std::vector<std::string>>(o, "stop");
+    s.stop_token_ids = get<std::vector<std::int32_t>>(o, "stop_token_ids");
+    if (o.contains("grammar")) {
+        s.grammar_kind = get<std::int32_t>(o, "grammar_kind");
+        s.grammar = get<std::string>(o, "grammar");
+        s.thinking = get<bool>(o, "thinking");
+        s.max_reasoning_tokens = get<std::int64_t>(o, "max_reasoning_tokens");
+    }
+    return s;
+}
+
+trace_arm arm_of(const json::object& o) {
+    trace_arm a;
+    a.t_ns = get<std::int64_t>(o, "t");
+    a.point = get<std::string>(o, "point");
+    a.mode = get<std::string>(o, "mode");
+    a.count = get<std::int64_t>(o, "count");
+    a.probability = get<double>(o, "probability");
+    a.seed = get<std::uint64_t>(o, "seed");
+    a.delay_ms = get<double>(o, "delay_ms");
+    a.chip = get_opt<std::uint32_t>(o, "chip");
+    a.submodel = get_opt<std::string>(o, "submodel");
+    a.request = get_opt<std::uint64_t>(o, "request");
+    a.sequence = get_opt<std::uint64_t>(o, "sequence");
+    return a;
+}
+
+trace_header header_of(const json::object& o) {
+    trace_header h;
+    h.version = get<int>(o, "version");
+    if (h.version != k_trace_version)
+        throw std::invalid_argument("trace version " + std::to_string(h.version) + " (this build reads " +
+                                    std::to_string(k_trace_version) + ")");
+    h.source = get<std::string>(o, "source");
+    h.seed = get<std::uint64_t>(o, "seed");
+    h.model_dir = get<std::string>(o, "model");
+    h.package_dir = get<std::string>(o, "package");
+    h.overrides = get<std::vector<std::string>>(o, "overrides");
+    h.duration_ns = get<std::int64_t>(o, "duration_ns");
+    h.from_start = get<bool>(o, "from_start");
+    h.engine_seq = get<std::uint64_t>(o, "engine_seq");
+    // Optional: traces written before generations were recorded lack it.
+    if (o.contains("packages")) h.packages = get<std::vector<std::string>>(o, "packages");
+    return h;
+}
+
 trace_record from_json(const json::object& o) {
     auto kind = get<std::string>(o, "k");
     if (kind == "msg")
         return trace_message{get<std::uint64_t>(o, "seq"), get<std::int64_t>(o, "t"), get<std::uint64_t>(o, "from_id"),
                              get<std::uint64_t>(o, "to_id"), get<std::string>(o, "from"), get<std::string>(o, "to"),
                              get<std::string>(o, "type")};
-    if (kind == "submit") {
-        trace_submit s;
-        s.t_ns = get<std::int64_t>(o, "t");
-        s.id = get<std::string>(o, "id");
-        s.prompt = get<std::vector<std::int32_t>>(o, "prompt");
-        s.max_tokens = get<std::int64_t>(o, "max_tokens");
-        s.temperature = get<double>(o, "temperature");
-        s.top_p = get<double>(o, "top_p");
-        s.top_k = get<std::int32_t>(o, "top_k");
-        s.seed = get_opt<std::uint64_t>(o, "seed");
-        s.ignore_eos = get<bool>(o, "ignore_eos");
-        s.timeout_ms = get<std::int64_t>(o, "timeout_ms");
-        s.min_p = get<double>(o, "min_p");
-        s.presence_penalty = get<double>(o, "presence_penalty");
-        s.frequency_penalty = get<double>(o, "frequency_penalty");
-        s.repetition_penalty = get<double>(o, "repetition_penalty");
-        for (const auto& pair : get<json::array>(o, "logit_bias")) {
-            const auto& a = pair.as_array();
-            if (a.size() != 2) throw std::invalid_argument("logit_bias entries are [token, bias] pairs");
-            s.logit_bias.emplace_back(json::value_to<std::int32_t>(a[0]), a[1].to_number<double>());
-        }
-        s.logprobs = get<bool>(o, "logprobs");
-        s.top_logprobs = get<std::int32_t>(o, "top_logprobs");
-        s.stop = get<std::vector<std::string>>(o, "stop");
-        s.stop_token_ids = get<std::vector<std::int32_t>>(o, "stop_token_ids");
-        if (o.contains("grammar")) {
-            s.grammar_kind = get<std::int32_t>(o, "grammar_kind");
-            s.grammar = get<std::string>(o, "grammar");
-            s.thinking = get<bool>(o, "thinking");
-            s.max_reasoning_tokens = get<std::int64_t>(o, "max_reasoning_tokens");
-        }
-        return s;
-    }
+    if (kind == "submit") return submit_of(o);
     if (kind == "fire")
         return trace_fire{get<std::int64_t>(o, "t"), get<std::string>(o, "point"), get<std::uint64_t>(o, "arm_id")};
     if (kind == "cancel") return trace_cancel{get<std::int64_t>(o, "t"), get<std::string>(o, "id")};
-    if (kind == "arm") {
-        trace_arm a;
-        a.t_ns = get<std::int64_t>(o, "t");
-        a.point = get<std::string>(o, "point");
-        a.mode = get<std::string>(o, "mode");
-        a.count = get<std::int64_t>(o, "count");
-        a.probability = get<double>(o, "probability");
-        a.seed = get<std::uint64_t>(o, "seed");
-        a.delay_ms = get<double>(o, "delay_ms");
-        a.chip = get_opt<std::uint32_t>(o, "chip");
-        a.submodel = get_opt<std::string>(o, "submodel");
-        a.request = get_opt<std::uint64_t>(o, "request");
-        a.sequence = get_opt<std::uint64_t>(o, "sequence");
-        return a;
-    }
+    if (kind == "arm") return arm_of(o);
     if (kind == "clear")
         return trace_clear{get<std::int64_t>(o, "t"), get_opt<std::string>(o, "point"), get_opt<std::uint64_t>(o, "id")};
     if (kind == "control") {
@@ -182,24 +206,7 @@ trace_record from_json(const json::object& o) {
             throw std::invalid_argument("unknown model operation \"" + m.op + "\"");
         return m;
     }
-    if (kind == "header") {
-        trace_header h;
-        h.version = get<int>(o, "version");
-        if (h.version != k_trace_version)
-            throw std::invalid_argument("trace version " + std::to_string(h.version) + " (this build reads " +
-                                        std::to_string(k_trace_version) + ")");
-        h.source = get<std::string>(o, "source");
-        h.seed = get<std::uint64_t>(o, "seed");
-        h.model_dir = get<std::string>(o, "model");
-        h.package_dir = get<std::string>(o, "package");
-        h.overrides = get<std::vector<std::string>>(o, "overrides");
-        h.duration_ns = get<std::int64_t>(o, "duration_ns");
-        h.from_start = get<bool>(o, "from_start");
-        h.engine_seq = get<std::uint64_t>(o, "engine_seq");
-        // Optional: traces written before generations were recorded lack it.
-        if (o.contains("packages")) h.packages = get<std::vector<std::string>>(o, "packages");
-        return h;
-    }
+    if (kind == "header") return header_of(o);
     if (kind == "end")
         return trace_end{get<std::int64_t>(o, "t"), get<std::uint64_t>(o, "messages"), get<std::uint64_t>(o, "dropped")};
     throw std::invalid_argument("unknown record kind \"" + kind + "\"");
