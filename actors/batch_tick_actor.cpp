@@ -1,6 +1,7 @@
 #include "actors/batch_tick_actor.hpp"
 
 #include <algorithm>
+#include <spdlog/spdlog.h>
 
 #include "actors/chip_session_actor.hpp"
 #include "actors/device_actor.hpp"
@@ -158,7 +159,7 @@ void batch_tick_actor::preempt(entry& grower) {
 
 void batch_tick_actor::on(bt_slot_free& m) {
     slot_free_[device::index_of(m.slot)] = true;
-    job_ended(m.rows, false);
+    job_ended(m.rows, job_end::completed);
     for (auto seq : m.unrun)
         if (auto it = entries_.find(seq); it != entries_.end()) it->second.awaiting = false;
     for (auto seq : m.go_on) {
@@ -173,21 +174,41 @@ void batch_tick_actor::on(bt_slot_free& m) {
 
 void batch_tick_actor::on(bt_job_lost& m) {
     slot_free_[device::index_of(m.slot)] = true;
-    job_ended(m.rows, true);
+    job_ended(m.rows, m.culprit ? job_end::failed : job_end::lost);
 }
 
-void batch_tick_actor::job_ended(const std::vector<sequence_id>& rows, bool lost) {
+// A failed job counts against its rows' retry budget; a job lost only because it was in
+// flight beside the failed one does not (its rows did nothing wrong).
+void batch_tick_actor::job_ended(const std::vector<sequence_id>& rows, job_end how) {
     for (auto seq : rows) {
         auto it = entries_.find(seq);
         if (it == entries_.end()) continue;
         entry& e = it->second;
         e.job_active = false;
-        if (lost) {
+        if (how == job_end::completed) {
+            e.seq->failed_jobs = 0;
+        } else {
             e.awaiting = false;
             e.reprefill = true;
+            if (how == job_end::failed && ++e.seq->failed_jobs > options_.max_job_retries && !e.finishing) {
+                give_up(seq, e);
+                continue;
+            }
         }
         if (e.finishing) release(seq);
     }
+}
+
+// The sequence's jobs keep failing (a poison request, or one the device cannot run):
+// it fails alone and its KV goes back; the Request's bt_finish then finds no entry.
+void batch_tick_actor::give_up(sequence_id seq, entry& e) {
+    spdlog::warn("request {}: {} device jobs in a row failed; failing it alone (runtime.max_job_retries {})",
+                 e.seq->request_id, e.seq->failed_jobs, options_.max_job_retries);
+    if (metrics_) metrics_->request_retries_exhausted.inc();
+    (void)e.request.tell(rq_failed{make_error(status::job_retries_exhausted,
+                                              std::to_string(e.seq->failed_jobs) + " device jobs in a row failed")},
+                         id());
+    release(seq);
 }
 
 void batch_tick_actor::on(bt_continue& m) {

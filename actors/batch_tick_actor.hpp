@@ -55,6 +55,9 @@ struct batch_tick_options {
     kv_policy kv = kv_policy::reserve;
     std::int64_t kv_step_tokens = 64;        // on_demand: room beyond the prompt, and the growth step
     std::int64_t kv_block_tokens = 256;
+    // A sequence whose jobs were lost to device faults more than this many times in a
+    // row fails alone (job_retries_exhausted): one request cannot reset the device forever.
+    int max_job_retries = 2;
 };
 
 class batch_tick_actor : public actor<batch_tick_actor, batch_tick_message> {
@@ -99,11 +102,13 @@ private:
     void on(bt_device_dead& m);
 
     void admit_pending();
+    void give_up(sequence_id seq, entry& e);
     void request_kv(entry& e, bool front);
     void grow_kv(entry& e, sequence_id preempt);
     void preempt(entry& grower);
     void release(sequence_id seq);
-    void job_ended(const std::vector<sequence_id>& rows, bool lost);
+    enum class job_end : std::uint8_t { completed, failed, lost };
+    void job_ended(const std::vector<sequence_id>& rows, job_end how);
     void schedule();
     bool needs_room(const entry& e) const;
     std::vector<seq_view> views();

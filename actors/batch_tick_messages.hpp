@@ -49,6 +49,7 @@ struct bt_finish {
 struct bt_job_lost {
     device::slot slot = device::slot::ping;
     std::vector<sequence_id> rows;
+    bool culprit = false;  // this job's failure caused the fault (not merely in flight beside it)
 };
 struct bt_device_down {};
 struct bt_device_up {};

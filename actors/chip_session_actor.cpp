@@ -163,7 +163,7 @@ void chip_session_actor::free_slot(slot_data& s, bool tell_tick, std::vector<seq
     if (tell_tick && job) (void)tick_.tell(bt_slot_free{job->slot, job->row_ids(), {}, std::move(go_on)}, id());
 }
 
-void chip_session_actor::on(cs_device_down&) {
+void chip_session_actor::on(cs_device_down& m) {
     device_up_ = false;
     // Jobs the device had not finished are lost; done/draining ones carry checked logits and finish.
     for (auto& s : slots_) {
@@ -171,7 +171,7 @@ void chip_session_actor::on(cs_device_down&) {
         record(s, *s.job, job_outcome::lost);
         auto job = std::move(s.job);
         s.life.transition_to(slot_state::free);
-        (void)tick_.tell(bt_job_lost{job->slot, job->row_ids()}, id());
+        (void)tick_.tell(bt_job_lost{job->slot, job->row_ids(), job == m.culprit}, id());
     }
     (void)tick_.tell(bt_device_down{}, id());
 }

@@ -22,7 +22,9 @@ struct cs_job_done {                  // DeviceActor: job finished (logits copie
 struct cs_sampled {                   // Sampler: the slot's logits are consumed; job->picks holds each row's answer
     job_ptr job;
 };
-struct cs_device_down {};             // DeviceActor: faulted; jobs not yet done are lost
+struct cs_device_down {              // DeviceActor: faulted; jobs not yet done are lost
+    job_ptr culprit;                  // the job whose failure was declared, if one was (else null)
+};
 struct cs_device_up {};               // DeviceActor: recovered (reset + warm-up + golden check)
 struct cs_device_dead {};             // DeviceActor: gave up
 

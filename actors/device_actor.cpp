@@ -294,7 +294,7 @@ void device_actor::fail_job(const job_ptr& job, const error_info& e, int attempt
     auto cls = fault_class_of(e.code);
     if (cls == fault_class::device) {
         // The failing job is lost with the others; fault() tells the ChipSession.
-        fault(e);
+        fault(e, job);
         return;
     }
     bool retry = (cls == fault_class::retryable || cls == fault_class::capacity) && attempt < options_.retry_limit;
@@ -332,15 +332,15 @@ void device_actor::sync_fault_metrics() {
 
 void device_actor::finish_job(const job_ptr& job, const device::job_result& r) {
     // D2H into the slot's host buffer (the simulator hands its buffer over), then the NaN/Inf check.
-    if (auto r = dev_->read_output(submodel_of(job), job->slot, "logits", job->logits); !r) return fault(r.error());
+    if (auto r = dev_->read_output(submodel_of(job), job->slot, "logits", job->logits); !r) return fault(r.error(), job);
     const std::size_t row_bytes = std::size_t(job->vocab) * 2;
     const std::size_t live_bytes = row_bytes * job->rows.size();
     if (job->logits.size() < live_bytes)
-        return fault(make_error(status::internal, "logits output smaller than the job's live rows"));
+        return fault(make_error(status::internal, "logits output smaller than the job's live rows"), job);
     // Only live rows are checked: padding rows are never sampled.
     const auto live = std::span<const std::byte>(job->logits).first(live_bytes);
     if (auto nan = check_logits_rows(live, job->rows.size(), check_pool_.get()); !nan)
-        return fault(nan.error());
+        return fault(nan.error(), job);
     job->t_done = rt().now();
     job->device_compute_s = double(r.timing.compute_end_ns - r.timing.compute_start_ns) * 1e-9;
     if (metrics_) metrics_->device_busy_seconds.inc(job->device_compute_s);
@@ -352,7 +352,7 @@ void device_actor::finish_job(const job_ptr& job, const device::job_result& r) {
     (void)session_.tell(cs_job_done{job, {}}, id());
 }
 
-void device_actor::fault(const error_info& e) {
+void device_actor::fault(const error_info& e, const job_ptr& culprit) {
     if (lifecycle_.is(device_health::dead)) return;
     spdlog::warn("device fault: {}", e.what());
     sync_fault_metrics();
@@ -360,7 +360,7 @@ void device_actor::fault(const error_info& e) {
     in_flight_ = 0;
     if (fault_at_.count() == 0) fault_at_ = rt().now() + std::chrono::nanoseconds(1);
     if (!lifecycle_.is(device_health::faulted)) move_to(device_health::faulted, e.what());
-    (void)session_.tell(cs_device_down{}, id());
+    (void)session_.tell(cs_device_down{culprit}, id());
     move_to(device_health::resetting);
     schedule_reset_step();
 }

@@ -145,7 +145,7 @@ private:
     void submit_wait(const job_ptr& job, device::job_id id);
     void finish_job(const job_ptr& job, const device::job_result& r);
     void fail_job(const job_ptr& job, const error_info& e, int attempt);
-    void fault(const error_info& e);
+    void fault(const error_info& e, const job_ptr& culprit = nullptr);
     void start_golden();
     void submit_golden(int attempt);
     void golden_failed(const error_info& e);

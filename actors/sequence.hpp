@@ -58,6 +58,9 @@ struct sequence_state {
     // tell the rows whose last token cannot have ended them: see cannot_have_ended).
     std::vector<token_id> stop_ids;       // request stop ids, plus EOS unless ignore_eos
     bool stop_strings = false;            // only the Request's stop matcher can judge a token
+    // Device jobs holding this sequence lost to a fault, in a row (0 after any job that
+    // completes); past runtime.max_job_retries the request fails alone.
+    int failed_jobs = 0;
 
     std::int64_t generated() const { return std::int64_t(tokens.size()) - prompt_len; }
     std::int64_t pending_tokens() const { return std::int64_t(tokens.size()) - device_len; }

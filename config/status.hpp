@@ -54,6 +54,7 @@ enum class fault_class : std::uint8_t { none, retryable, request, capacity, mode
     X(submit_error, 507, device, "device rejected the submission")                                 \
     X(not_ready, 508, device, "device not ready")                                                  \
     X(device_dead, 509, device, "device dead after failed resets")                                 \
+    X(job_retries_exhausted, 510, device, "the request's device jobs failed too many times in a row")   \
     X(internal, 900, internal, "internal error")                                                   \
     X(io_error, 901, internal, "I/O error")
 

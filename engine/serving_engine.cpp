@@ -215,6 +215,7 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
     bopt.policy.decode_groups = int(cfg.integer("runtime.decode_groups"));
     bopt.kv = cfg.string("runtime.kv_policy") == "reserve" ? kv_policy::reserve : kv_policy::on_demand;
     bopt.kv_step_tokens = cfg.integer("runtime.kv_step_tokens");
+    bopt.max_job_retries = int(cfg.integer("runtime.max_job_retries"));
     auto kv_info = spec->kv;
     std::int64_t block_tokens = std::max<std::int64_t>(1, kv_info.block_tokens);
     std::int64_t blocks = kv_info.capacity_tokens() / block_tokens;

@@ -112,6 +112,10 @@ calserve_metrics::calserve_metrics(registry& r)
       requests_recovered(r.add_counter("calserve_requests_recovered_total",
                                        "In-flight requests re-prefilled after a device fault that then continued.")
                              .get()),
+      request_retries_exhausted(r.add_counter("calserve_request_retries_exhausted_total",
+                                              "Requests failed alone because their device jobs failed "
+                                              "runtime.max_job_retries + 1 times in a row.")
+                                    .get()),
       requests_failed_total(make_failed(r)),
       batch_size(hist(r, "calserve_batch_size", "Live rows (sequences) per decode job.", batch_buckets())),
       batch_padding_rows(r.add_counter("calserve_batch_padding_rows_total",

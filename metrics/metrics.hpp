@@ -162,6 +162,7 @@ struct calserve_metrics {
     counter& device_resets;
     histogram& recovery_seconds;
     counter& requests_recovered;
+    counter& request_retries_exhausted;       // requests failed alone after runtime.max_job_retries
     family<counter> requests_failed_total;    // {class}: a fault_class name
     histogram& batch_size;                    // live rows per decode job
     counter& batch_padding_rows;              // rows computed beyond the live ones (profile padding)

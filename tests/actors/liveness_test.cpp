@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "actors/device_actor.hpp"
+#include "actors/kv_manager_actor.hpp"
 #include "device/fault_points.hpp"
 #include "tests/actors/engine_fixture.hpp"
 
@@ -108,4 +109,46 @@ TEST_CASE("liveness: a busy refusal of the golden job is retried, not counted as
     CHECK(h.engine->device_state() == device_health::ready);
     CHECK(h.engine->device_resets() == 1);
     check_stream(*sink);
+}
+
+TEST_CASE("liveness: a request whose jobs always fail fails alone after runtime.max_job_retries; the others finish",
+          "[engine][liveness][faults]") {
+    engine_harness h({"log.level=off", "runtime.max_job_retries=2"});
+    constexpr int k_others = 4;
+    std::vector<std::vector<token_id>> prompts, expect;
+    for (int i = 0; i < k_others; ++i) {
+        prompts.push_back(calserve::test::random_prompt(910 + i, 8 + i));
+        expect.push_back(calserve::test::reference_greedy(calserve::test::tiny_model_dir(), prompts.back(), k_tokens));
+    }
+    // The poison request is admitted first: its sequence (= request number) is 1.
+    device::fault_spec poison;
+    poison.point = fault_point::ccu_exception;
+    poison.mode = arm_mode::always;
+    poison.match.sequence = 1;
+    REQUIRE(h.engine->faults()->arm(poison).ok());
+    auto bad = std::make_shared<recording_sink>();
+    REQUIRE(h.engine->submit(h.greedy("poison", prompt(), k_tokens), bad).ok());
+    std::vector<std::shared_ptr<recording_sink>> good;
+    for (int i = 0; i < k_others; ++i) {
+        good.push_back(std::make_shared<recording_sink>());
+        REQUIRE(h.engine->submit(h.greedy("ok" + std::to_string(i), prompts[std::size_t(i)], k_tokens), good.back()).ok());
+    }
+    h.run_until_done();
+
+    REQUIRE(bad->finishes == 1);
+    CHECK(bad->result.reason == finish_reason::error);
+    REQUIRE(bad->result.failure);
+    CHECK(bad->result.failure->code == status::job_retries_exhausted);
+    for (int i = 0; i < k_others; ++i) {
+        INFO("stream " << i);
+        REQUIRE(good[std::size_t(i)]->finishes == 1);
+        CHECK(good[std::size_t(i)]->result.reason == finish_reason::length);
+        CHECK(good[std::size_t(i)]->tokens == expect[std::size_t(i)]);
+    }
+    // One failed job and two retries: three faults, three resets that took, never dead.
+    CHECK(h.engine->faults()->fires(fault_point::ccu_exception) == 3);
+    CHECK(h.engine->device_resets() == 3);
+    CHECK(h.engine->device_state() == device_health::ready);
+    CHECK(h.metrics.request_retries_exhausted.value() == 1);
+    CHECK(h.engine->kv_manager().pool().reserved_blocks() == 0);
 }
