@@ -143,9 +143,9 @@ void tokenizer_json_facts(tokenizer_facts& t, const json::object& o) {
 void parse_tokenizer_file(validation_context& c, const std::string& rel, const std::string& text) {
     const auto name = std::filesystem::path(rel).filename().string();
     if (name.ends_with(".gguf")) {
-        auto g = parse_gguf(text);
-        if (!g) return c.add("B_TOKENIZER_INVALID", severity::error, 'B', rel, g.error().message);
-        c.tok.gguf_tokens = g->token_count;
+        auto tokens = vocab_gguf_token_count(text, rel);
+        if (!tokens) return c.add("B_TOKENIZER_INVALID", severity::error, 'B', rel, tokens.error().message);
+        c.tok.gguf_tokens = *tokens;
         return;
     }
     if (!name.ends_with(".json")) return;
