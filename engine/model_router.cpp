@@ -4,12 +4,11 @@
 #include "engine/generation_steps.hpp"
 
 #include <boost/json.hpp>
-#include <fstream>
 #include <future>
 #include <map>
 #include <spdlog/spdlog.h>
-#include <sstream>
 
+#include "config/read_file.hpp"
 #include "metrics/metrics.hpp"
 #include "engine/serving_engine.hpp"
 #include "device/device.hpp"
@@ -118,14 +117,10 @@ result<saved_generation> generation_of(const json::value* v) {
 }
 
 result<std::vector<saved_alias>> read_state(const fs::path& file) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return make_error(status::not_found, "no state file");
-    std::stringstream buf;
-    buf << in.rdbuf();
-    boost::system::error_code ec;
-    auto doc = json::parse(buf.str(), ec);
-    if (ec || !doc.is_object()) return make_error(status::parse_error, "not a JSON object (torn write?)");
-    const auto& o = doc.get_object();
+    auto doc = read_json_file(file);
+    if (!doc && doc.code() != status::parse_error) return doc.error();
+    if (!doc || !doc->is_object()) return make_error(status::parse_error, "not a JSON object (torn write?)");
+    const auto& o = doc->get_object();
     const auto* version = o.if_contains("version");
     const auto* sum = o.if_contains("sha256");
     const auto* mapping = o.if_contains("mapping");
@@ -135,6 +130,7 @@ result<std::vector<saved_alias>> read_state(const fs::path& file) {
         return make_error(status::parse_error, "missing sha256 or mapping");
     if (pkg::sha256_hex(mapping->get_string()) != sum->get_string())
         return make_error(status::parse_error, "checksum mismatch (corrupted)");
+    boost::system::error_code ec;
     auto m = json::parse(mapping->get_string(), ec);
     if (ec || !m.is_array()) return make_error(status::parse_error, "mapping is not an array");
     std::vector<saved_alias> out;
