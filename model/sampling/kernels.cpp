@@ -21,6 +21,18 @@ namespace {
 constexpr float neg_inf = -std::numeric_limits<float>::infinity();
 constexpr float pos_inf = std::numeric_limits<float>::infinity();
 
+// The vector exp of every width (AVX2, AVX-512), one set of constants: x = n ln2 + r
+// with ln2 split in two (Cody-Waite: k_ln2_hi is exact in float), exp(r) = 1 + r +
+// r^2 p(r) with p's coefficients in k_exp_poly (highest power first, Horner), and 2^n
+// put into the exponent bits. Valid for x >= k_exp_lowest (the smallest normal's
+// log), below which the result is 0.
+constexpr float k_log2e = 1.44269504088896341f;
+constexpr float k_ln2_hi = 0.693359375f;
+constexpr float k_ln2_lo = -2.12194440e-4f;
+constexpr float k_exp_poly[] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+constexpr float k_exp_lowest = -87.33654f;
+
 // ---- scalar ----------------------------------------------------------------------
 
 CALSERVE_BASELINE_KERNEL max_scan scan_max_scalar(const float* p, std::size_t n) {
@@ -172,19 +184,15 @@ CALSERVE_AVX2_ISA max_scan scan_max_avx2(const float* p, std::size_t n) {
     return out;
 }
 
-// exp(x) for x >= -87.33654 (the smallest normal's log): Cody-Waite reduction by ln 2 and a
-// degree-6 polynomial on [-ln2/2, ln2/2]; exp(0) is exactly 1.
+// exp(x) for x >= k_exp_lowest (the polynomial above, on [-ln2/2, ln2/2]); exp(0) is exactly 1.
 CALSERVE_AVX2_ISA inline __m256 exp_unclamped(__m256 x) {
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(k_log2e)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 poly = _mm256_set1_ps(1.9875691500e-4f);
-    poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.3981999507e-3f));
-    poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(8.3334519073e-3f));
-    poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(4.1665795894e-2f));
-    poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.6666665459e-1f));
-    poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(5.0000001201e-1f));
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(k_ln2_hi), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(k_ln2_lo), r);
+    __m256 poly = _mm256_set1_ps(k_exp_poly[0]);
+    for (std::size_t k = 1; k < std::size(k_exp_poly); ++k)
+        poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(k_exp_poly[k]));
     const __m256 y = _mm256_fmadd_ps(poly, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
     const __m256i scale = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(y, _mm256_castsi256_ps(scale));
@@ -193,7 +201,7 @@ CALSERVE_AVX2_ISA inline __m256 exp_unclamped(__m256 x) {
 // exp(x) for x <= 0 (and -inf): exp_unclamped on x clamped to its range; below the
 // smallest normal the result is 0.
 CALSERVE_AVX2_ISA inline __m256 exp_nonpositive(__m256 x) {
-    const __m256 lowest = _mm256_set1_ps(-87.33654f);
+    const __m256 lowest = _mm256_set1_ps(k_exp_lowest);
     const __m256 valid = _mm256_cmp_ps(x, lowest, _CMP_GE_OQ);
     return _mm256_and_ps(exp_unclamped(_mm256_max_ps(x, lowest)), valid);
 }
@@ -429,19 +437,16 @@ template <bool Clamp>
 CALSERVE_AVX512_ISA inline __m512 exp_bf16x16(const bf16* p, __m512 max, __m512 inv_t) {
     const __m512i u = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     __m512 x = _mm512_mul_ps(_mm512_sub_ps(_mm512_castsi512_ps(_mm512_slli_epi32(u, 16)), max), inv_t);
-    const __m512 lowest = _mm512_set1_ps(-87.33654f);
+    const __m512 lowest = _mm512_set1_ps(k_exp_lowest);
     const __mmask16 valid = Clamp ? _mm512_cmp_ps_mask(x, lowest, _CMP_GE_OQ) : __mmask16(0xffff);
     if (Clamp) x = _mm512_max_ps(x, lowest);
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(k_log2e)),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 poly = _mm512_set1_ps(1.9875691500e-4f);
-    poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(1.3981999507e-3f));
-    poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(8.3334519073e-3f));
-    poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(4.1665795894e-2f));
-    poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(1.6666665459e-1f));
-    poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(5.0000001201e-1f));
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(k_ln2_hi), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(k_ln2_lo), r);
+    __m512 poly = _mm512_set1_ps(k_exp_poly[0]);
+    for (std::size_t k = 1; k < std::size(k_exp_poly); ++k)
+        poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(k_exp_poly[k]));
     const __m512 y = _mm512_fmadd_ps(poly, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     const __m512i scale = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
     return _mm512_maskz_mov_ps(valid, _mm512_mul_ps(y, _mm512_castsi512_ps(scale)));
@@ -560,7 +565,7 @@ weight_sum exp_weights_bf16(std::span<const bf16> logits, float max, float min, 
     }
     // (l - max) * inv_t is monotone in l: when the smallest token stays above the clamp
     // bound, so does every token, and the clamp is the identity.
-    const bool clamp = !((min - max) * inv_t >= -87.33654f);
+    const bool clamp = !((min - max) * inv_t >= k_exp_lowest);
     if (allow_avx512 && avx512_available()) {
         return clamp ? exp_weights_bf16_avx512<true>(p, n, max, inv_t, weights.data(), block_sums.data())
                      : exp_weights_bf16_avx512<false>(p, n, max, inv_t, weights.data(), block_sums.data());
