@@ -16,20 +16,6 @@ constexpr std::array<token_id, 8> k_golden_prompt{9707, 11, 1879, 0, 576, 374, 2
 std::span<const std::byte> as_bytes(const std::vector<std::int32_t>& v) { return std::as_bytes(std::span(v)); }
 }  // namespace
 
-std::string_view to_string(device_health s) {
-    switch (s) {
-        case device_health::unconfigured: return "unconfigured";
-        case device_health::configuring: return "configuring";
-        case device_health::warmup: return "warmup";
-        case device_health::ready: return "ready";
-        case device_health::busy: return "busy";
-        case device_health::faulted: return "faulted";
-        case device_health::resetting: return "resetting";
-        case device_health::dead: return "dead";
-    }
-    return "?";
-}
-
 device_actor::device_actor(runtime& rt, std::shared_ptr<device::device> dev, device_actor_options options,
                            metrics::calserve_metrics* metrics)
     : actor(rt, "device"), dev_(std::move(dev)), options_(std::move(options)), metrics_(metrics),
@@ -70,7 +56,7 @@ bool device_actor::move_to(device_health next, std::string note) {
     if (!lifecycle_.transition_to(next, log)) return false;
     if (journal_ && log) journal_->record_device(rt().now().count(), to_string(from), to_string(next), std::move(note));
     state_.store(next);
-    if (metrics_) metrics_->set_device_state(to_string(next));
+    if (metrics_) metrics_->set_device_state(next);
     return true;
 }
 

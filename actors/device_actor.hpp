@@ -1,6 +1,7 @@
 #pragma once
 //! DeviceActor: owns the device handle (one per VirtualDevice), serialises every
-//! device call, and keeps the device's health as an explicit state machine.
+//! device call, and keeps the device's health as an explicit state machine: the
+//! states (names, gauge codes) are device/health.hpp's; their legal transitions:
 //!
 //!   unconfigured --> configuring --> warmup --> ready <--> busy
 //!                        |              |         |          |
@@ -42,6 +43,7 @@
 #include "actors/engine_journal.hpp"
 #include "actors/runtime/lifecycle.hpp"
 #include "device/fault_points.hpp"
+#include "device/health.hpp"
 
 namespace calserve::metrics {
 struct calserve_metrics;
@@ -56,8 +58,7 @@ namespace calserve::actors {
 class chip_session_actor;
 class kv_manager_actor;
 
-enum class device_health : std::uint8_t { unconfigured, configuring, warmup, ready, busy, faulted, resetting, dead };
-std::string_view to_string(device_health s);
+using device::device_health;
 
 inline constexpr std::array<transition<device_health>, 15> k_device_health_table{{
     {device_health::unconfigured, device_health::configuring},

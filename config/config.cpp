@@ -4,10 +4,10 @@
 #include <boost/json.hpp>
 #include <charconv>
 #include <cmath>
-#include <fstream>
 #include <sstream>
 
 #include "config/invariant.hpp"
+#include "config/read_file.hpp"
 
 namespace calserve {
 namespace json = boost::json;
@@ -215,6 +215,10 @@ void_result config::merge_json(std::string_view json_text, std::string_view orig
     boost::system::error_code ec;
     json::value doc = json::parse(json_text, ec);
     if (ec) return make_error(status::invalid_argument, std::string(origin) + ": not valid JSON: " + ec.message());
+    return merge_document(doc, origin);
+}
+
+void_result config::merge_document(const boost::json::value& doc, std::string_view origin) {
     if (!doc.is_object()) return make_error(status::invalid_argument, std::string(origin) + ": top level must be an object");
     return merge_object(values_, doc.as_object(), "", origin);
 }
@@ -238,11 +242,9 @@ void_result config::set(std::string_view path, std::string_view value_text) {
 result<config> config::load(const std::optional<std::filesystem::path>& file, const std::vector<std::string>& overrides) {
     config c = defaults();
     if (file) {
-        std::ifstream in(*file, std::ios::binary);
-        if (!in) return make_error(status::invalid_argument, "cannot read config file " + file->string());
-        std::stringstream buf;
-        buf << in.rdbuf();
-        if (auto r = c.merge_json(buf.str(), file->string()); !r) return r.error();
+        auto doc = read_json_file(*file);  // its errors name the file
+        if (!doc) return make_error(status::invalid_argument, "config: " + doc.error().message);
+        if (auto r = c.merge_document(*doc, file->string()); !r) return r.error();
     }
     for (const auto& o : overrides)
         if (auto r = c.set(o); !r) return r.error();

@@ -15,6 +15,8 @@
 #include <variant>
 #include <vector>
 
+#include <boost/json/fwd.hpp>
+
 #include "config/result.hpp"
 
 namespace calserve {
@@ -66,6 +68,8 @@ public:
 
 private:
     const config_value& at(std::string_view path) const;
+    // merge_json's second half: a parsed document over the current values.
+    void_result merge_document(const boost::json::value& doc, std::string_view origin);
     std::map<std::string, config_value, std::less<>> values_;
 };
 

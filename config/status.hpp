@@ -9,6 +9,7 @@
 //!   capacity  - queue or push back (429), nothing is broken;
 //!   model     - the package/model is unusable (configure, shapes, names);
 //!   device    - the device must be reset; in-flight sequences are re-prefilled.
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -73,6 +74,11 @@ constexpr std::string_view to_string(status s) {
     }
     return "unknown";
 }
+
+// The classes a failure can have (all but `none`), in enum order.
+inline constexpr fault_class failure_classes[] = {fault_class::retryable, fault_class::request, fault_class::capacity,
+                                                  fault_class::model,     fault_class::device,  fault_class::internal};
+static_assert(std::size(failure_classes) == static_cast<std::size_t>(fault_class::internal));
 
 constexpr std::string_view describe(status s) {
     switch (s) {

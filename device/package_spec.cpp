@@ -153,7 +153,7 @@ void_result device::load_package(const std::filesystem::path& dir) {
 
 namespace {
 bool not_finite(const std::byte* logits, std::size_t i) {
-    bf16_bits v;
+    model::bf16 v;
     std::memcpy(&v, logits + i * sizeof v, sizeof v);
     return (v & 0x7f80u) == 0x7f80u;  // exponent all ones: Inf or NaN
 }
@@ -186,10 +186,10 @@ void_result first_not_finite(const std::byte* p, std::size_t base, std::size_t v
 }  // namespace
 
 void_result check_logits_bf16(std::span<const std::byte> logits) {
-    const std::size_t n = logits.size() / sizeof(bf16_bits);
+    const std::size_t n = logits.size() / sizeof(model::bf16);
     for (std::size_t b = 0; b < n; b += k_check_block) {
         const std::size_t len = std::min(n - b, k_check_block);
-        const std::byte* p = logits.data() + b * sizeof(bf16_bits);
+        const std::byte* p = logits.data() + b * sizeof(model::bf16);
         if (any_not_finite(p, len)) return first_not_finite(p, b, len);
     }
     return {};

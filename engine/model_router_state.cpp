@@ -4,6 +4,8 @@
 #include "engine/model_router.hpp"
 #include "engine/model_router_internal.hpp"
 
+#include "config/read_file.hpp"
+
 #include <boost/json.hpp>
 #include <fstream>
 #include <spdlog/spdlog.h>
@@ -36,14 +38,10 @@ result<saved_generation> generation_of(const json::value* v) {
 }  // namespace
 
 result<std::vector<saved_alias>> read_state(const fs::path& file) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return make_error(status::not_found, "no state file");
-    std::stringstream buf;
-    buf << in.rdbuf();
-    boost::system::error_code ec;
-    auto doc = json::parse(buf.str(), ec);
-    if (ec || !doc.is_object()) return make_error(status::parse_error, "not a JSON object (torn write?)");
-    const auto& o = doc.get_object();
+    auto doc = read_json_file(file);
+    if (!doc && doc.code() != status::parse_error) return doc.error();
+    if (!doc || !doc->is_object()) return make_error(status::parse_error, "not a JSON object (torn write?)");
+    const auto& o = doc->get_object();
     const auto* version = o.if_contains("version");
     const auto* sum = o.if_contains("sha256");
     const auto* mapping = o.if_contains("mapping");

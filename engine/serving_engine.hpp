@@ -25,6 +25,7 @@
 #include "actors/engine.hpp"
 #include "engine/watchdog.hpp"
 #include "config/config.hpp"
+#include "device/health.hpp"
 
 namespace calserve::metrics {
 struct calserve_metrics;
@@ -50,7 +51,6 @@ class kv_manager_actor;
 class device_actor;
 class sampler_actor;
 class engine_journal;
-enum class device_health : std::uint8_t;
 
 struct engine_setup {
     std::filesystem::path package_dir;     // sim backend: a calbin package directory
@@ -92,7 +92,7 @@ public:
     void shutdown();
 
     // Operations and tests.
-    device_health device_state() const;
+    device::device_health device_state() const;
     void reset_device(std::string reason);
     device::device& dev() { return *device_; }
     std::shared_ptr<device::fault_registry> faults() const;

@@ -1,8 +1,6 @@
 // The daemon's metric families (names, help, buckets, label values) in one place.
 // docs/metrics.md documents each of them; keep the two in step.
-#include <algorithm>
-#include <cctype>
-
+#include "device/fault_points.hpp"
 #include "metrics/metrics.hpp"
 #include "metrics/process_metrics.hpp"
 
@@ -21,17 +19,6 @@ std::string_view to_string(outcome o) {
 }
 
 namespace {
-// Fault points of DESIGN.md section 4, pre-created so rate() sees a zero before the first fire.
-constexpr std::string_view k_fault_points[] = {
-    "submit_busy",   "submit_error", "wait_timeout", "ccu_exception",  "h2d_error",
-    "d2h_error",     "kv_alloc_fail", "kv_apply_stall", "logits_nan",  "slow_infer",
-    "device_lost",   "reset_fail",   "configure_fail", "sampler_stall", "client_stall"};
-constexpr std::string_view k_fault_classes[] = {"retryable", "request", "capacity", "model", "device", "internal"};
-
-// DeviceActor states in the order calserve_device_state reports them.
-constexpr std::string_view k_device_states[] = {"unconfigured", "configuring", "ready", "busy",
-                                                "faulted",      "resetting",   "warmup", "dead"};
-
 // 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64: every profile size and the gaps between them.
 std::span<const double> batch_buckets() {
     static constexpr double bounds[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64};
@@ -60,14 +47,16 @@ std::array<counter*, outcome_count> make_outcomes(registry& r) {
 family<counter> make_faults(registry& r) {
     auto f = r.add_counter("calserve_faults_total", "Device and runtime faults that fired, by fault point.",
                            {"point"});
-    for (auto p : k_fault_points) f.labels({p});
+    // Every fault point of device/fault_points.hpp's table, pre-created so rate() sees
+    // a zero before the first fire.
+    for (auto p : device::all_fault_points) f.labels({device::to_string(p)});
     return f;
 }
 
 family<counter> make_failed(registry& r) {
     auto f = r.add_counter("calserve_requests_failed_total", "Requests that ended in an error, by fault class.",
                            {"class"});
-    for (auto c : k_fault_classes) f.labels({c});
+    for (auto c : failure_classes) f.labels({to_string(c)});
     return f;
 }
 }  // namespace
@@ -149,13 +138,8 @@ calserve_metrics::calserve_metrics(registry& r)
 }
 
 double device_state_code(std::string_view state_name) {
-    std::string lower(state_name);
-    std::transform(lower.begin(), lower.end(), lower.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    for (std::size_t i = 0; i < std::size(k_device_states); ++i) {
-        if (k_device_states[i] == lower) return static_cast<double>(i);
-    }
-    return -1;
+    const auto s = device::parse_device_health(state_name);
+    return s ? device::health_code(*s) : -1;
 }
 
 }  // namespace calserve::metrics

@@ -25,6 +25,8 @@
 #include <string_view>
 #include <vector>
 
+#include "device/health.hpp"
+
 namespace calserve::metrics {
 
 enum class metric_type : std::uint8_t { counter, gauge, histogram };
@@ -124,8 +126,8 @@ enum class outcome : std::uint8_t { stop, length, cancelled, timeout, error, rej
 inline constexpr std::size_t outcome_count = 6;
 std::string_view to_string(outcome o);
 
-// DeviceActor state name (case-insensitive) -> the number calserve_device_state reports
-// (docs/metrics.md); -1 for an unknown name.
+// Device health state name (case-insensitive) -> the number calserve_device_state reports
+// (device/health.hpp's table, docs/metrics.md); -1 for an unknown name.
 double device_state_code(std::string_view state_name);
 
 // Every metric family of the daemon, in one place. Who records what:
@@ -152,7 +154,7 @@ struct calserve_metrics {
     gauge& kv_wait_limit_seconds;             // runtime.kv_wait_ms, in seconds
     gauge& kv_blocks_used;
     gauge& kv_blocks_capacity;
-    gauge& device_state;          // numeric code, see device_state_code()
+    gauge& device_state;          // numeric code, device::health_code()
     counter& device_busy_seconds;
     gauge& inflight_slots;
 
@@ -181,7 +183,8 @@ struct calserve_metrics {
     family<counter> model_switches_total;     // alias switches (load or rollback)
     family<counter> model_load_failures_total;  // loads refused or failed at a step
 
-    // Sets device_state from a DeviceActor state name (unknown names -> -1).
+    void set_device_state(device::device_health s) { device_state.set(device::health_code(s)); }
+    // From a state name (unknown names -> -1).
     void set_device_state(std::string_view state_name) { device_state.set(device_state_code(state_name)); }
 };
 

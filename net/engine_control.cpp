@@ -40,7 +40,7 @@ std::function<std::optional<double>(const std::string&)> client_stall_hook(
         if (sequence_of) site.sequence = sequence_of(id);
         auto fire = faults->check(device::fault_point::client_stall, site);
         if (!fire) return std::nullopt;
-        if (metrics) metrics->faults_total.labels({"client_stall"}).inc();
+        if (metrics) metrics->faults_total.labels({device::to_string(device::fault_point::client_stall)}).inc();
         return fire->delay_ms;
     };
 }

@@ -44,7 +44,7 @@ result<step_output> host_session::collect(job_id job, submodel_kind kind, slot s
     if (!out) return out.error();
     if (auto r = check_logits_bf16(*out); !r) return r.error();
     step_output o{std::move(*done), {}};
-    o.logits.resize(out->size() / sizeof(bf16_bits));
+    o.logits.resize(out->size() / sizeof(model::bf16));
     load_bf16(*out, o.logits);
     return o;
 }
@@ -104,10 +104,6 @@ logits_compare compare_logits(std::span<const float> device, std::span<const flo
         return std::find(tr.begin(), tr.end(), i) != tr.end();
     }));
     return c;
-}
-
-void round_to_bf16(std::span<float> logits) {
-    for (auto& v : logits) v = bf16_to_float(float_to_bf16(v));
 }
 
 std::vector<model::token_id> make_prompt(std::size_t n, std::uint64_t seed, std::int64_t limit) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "device/bf16.hpp"  // round_to_bf16: references carry the device's output precision
 #include "device/device.hpp"
 #include "model/core/causal_lm.hpp"
 
@@ -63,10 +64,6 @@ struct logits_compare {
     int top5_overlap = 5;
 };
 logits_compare compare_logits(std::span<const float> device, std::span<const float> reference);
-
-// Rounds FP32 logits to BF16 in place: the reference then carries the device's output
-// precision, so greedy choices compare like with like (no false near-tie flips).
-void round_to_bf16(std::span<float> logits);
 
 // Deterministic prompt of `n` ordinary token ids (below `limit`) from `seed`.
 std::vector<model::token_id> make_prompt(std::size_t n, std::uint64_t seed, std::int64_t limit);

@@ -1,12 +1,13 @@
 #pragma once
 //! The vocabulary-only GGUF file of a package (`__Tokenizer/<model>.vocab.gguf`).
 //!
-//! Role: write a GGUF v3 file with no tensors and the tokenizer metadata
-//! (architecture, name, tokenizer model, token list); read its header back for
-//! the validator. Fault model: the reader bounds every length by the bytes left,
-//! so a corrupt or hostile file yields `package_invalid`, never a large allocation.
+//! Role: the package's use of the one GGUF implementation (model/weights/gguf.hpp):
+//! which keys a vocabulary file carries (architecture, name, tokenizer model,
+//! alignment, token list; no tensors) and what the validator reads back (the
+//! token count). Fault model: the weights reader bounds every length by the bytes
+//! left, so a corrupt or hostile file yields `package_invalid`, never a large
+//! allocation or a crash.
 #include <cstdint>
-#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,13 +19,8 @@ namespace calserve::model::package {
 std::string write_vocab_gguf(std::string_view architecture, std::string_view name,
                              const std::vector<std::string>& tokens);
 
-struct gguf_info {
-    std::uint32_t version = 0;
-    std::uint64_t tensor_count = 0;
-    std::map<std::string, std::string> strings;  // string-valued keys
-    std::map<std::string, std::uint64_t> integers;
-    std::uint64_t token_count = 0;               // length of tokenizer.ggml.tokens
-};
-result<gguf_info> parse_gguf(std::string_view bytes);
+// Reads a vocabulary file: the length of its tokenizer.ggml.tokens (0 when absent).
+// `label` names the file in errors.
+result<std::uint64_t> vocab_gguf_token_count(std::string_view bytes, std::string_view label = "vocabulary");
 
 }  // namespace calserve::model::package

@@ -1,9 +1,9 @@
 // load_package: manifest plus the parameter segments of the reservation file.
 #include <algorithm>
 
+#include "config/read_file.hpp"
 #include "model/package/manifest.hpp"
 #include "model/package/metadata.hpp"
-#include "model/package/pack.hpp"
 #include "model/package/package.hpp"
 
 namespace calserve::model::package {
@@ -18,7 +18,7 @@ void_result attach_segments(package& p) {
     const auto path = p.root / "model_memory_reserved_info.txt";
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) return {};
-    auto text = read_file(path, k_max_manifest_bytes);
+    auto text = read_text_file(path, k_max_manifest_bytes);
     if (!text) return text.error();
     auto res = parse_model_reservation(text.value());
     if (!res) return res.error();
@@ -42,7 +42,7 @@ result<package> load_package(const std::filesystem::path& dir) {
         return make_error(status::not_found, "package directory not found: " + dir.string());
     const auto path = dir / k_manifest_file;
     if (!std::filesystem::exists(path, ec)) return make_error(status::package_invalid, "missing " + path.string());
-    auto text = read_file(path, k_max_manifest_bytes);
+    auto text = read_text_file(path, k_max_manifest_bytes);
     if (!text) return text.error();
     auto root = std::filesystem::absolute(dir, ec);
     auto p = parse_manifest(text.value(), ec ? dir : root);

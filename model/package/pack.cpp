@@ -6,7 +6,6 @@
 
 #include <fstream>
 #include <random>
-#include <sstream>
 
 #include "model/package/capacity.hpp"
 #include "model/package/commands.hpp"
@@ -32,18 +31,6 @@ void_result write_file(const fs::path& root, const std::string& rel, std::string
     out.close();
     if (!out) return make_error(status::io_error, "cannot write " + path.string());
     return {};
-}
-
-result<std::string> read_file(const fs::path& file, std::uint64_t max_bytes) {
-    std::error_code ec;
-    const auto size = fs::file_size(file, ec);
-    if (ec) return make_error(status::io_error, "cannot stat " + file.string());
-    if (size > max_bytes) return make_error(status::io_error, "file too large to read: " + file.string());
-    std::ifstream in(file, std::ios::binary);
-    std::string data(static_cast<std::size_t>(size), '\0');
-    in.read(data.data(), static_cast<std::streamsize>(size));
-    if (!in) return make_error(status::io_error, "cannot read " + file.string());
-    return data;
 }
 
 namespace {

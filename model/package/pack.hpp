@@ -48,7 +48,5 @@ result<std::vector<std::string>> write_tokenizer_dir(const preset_spec& s, const
 
 // Writes `data` to `root/rel`, creating parent directories.
 void_result write_file(const std::filesystem::path& root, const std::string& rel, std::string_view data);
-// Reads a whole file (bounded by max_bytes).
-result<std::string> read_file(const std::filesystem::path& file, std::uint64_t max_bytes = 1ull << 30);
 
 }  // namespace calserve::model::package

@@ -1,6 +1,7 @@
 // __Tokenizer/: tokenizer files, derived vocab/merges, HF config and the vocab GGUF.
 #include <boost/json.hpp>
 
+#include "config/read_file.hpp"
 #include "model/package/gguf.hpp"
 #include "model/package/pack.hpp"
 
@@ -57,8 +58,8 @@ std::string merges_text(const json::array& merges) {
 result<std::vector<std::string>> write_tokenizer_dir(const preset_spec& s, const package& p,
                                                      const std::filesystem::path& tokenizer_dir,
                                                      const std::filesystem::path& root) {
-    auto tok_text = read_file(tokenizer_dir / "tokenizer.json");
-    auto cfg_text = read_file(tokenizer_dir / "tokenizer_config.json");
+    auto tok_text = read_text_file(tokenizer_dir / "tokenizer.json", k_json_file_bytes_max);
+    auto cfg_text = read_text_file(tokenizer_dir / "tokenizer_config.json", k_json_file_bytes_max);
     if (!tok_text || !cfg_text)
         return make_error(status::invalid_argument, "tokenizer dir lacks tokenizer.json/tokenizer_config.json: " +
                                                         tokenizer_dir.string());

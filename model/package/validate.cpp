@@ -3,9 +3,9 @@
 
 #include <boost/json.hpp>
 
+#include "config/read_file.hpp"
 #include "model/package/json_read.hpp"
 #include "model/package/manifest.hpp"
-#include "model/package/pack.hpp"
 #include "model/package/validate_internal.hpp"
 
 namespace calserve::model::package {
@@ -122,7 +122,7 @@ std::string validation_report::to_json() const {
 result<validation_report> validate_package(const fs::path& dir, const validate_options& o) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) return make_error(status::not_found, "package directory not found: " + dir.string());
-    auto text = read_file(dir / k_manifest_file, 64ull << 20);
+    auto text = read_text_file(dir / k_manifest_file, 64ull << 20);
     if (!text) return make_error(status::not_found, "no " + std::string(k_manifest_file) + " in " + dir.string());
     validation_report report;
     report.dir = fs::absolute(dir, ec);

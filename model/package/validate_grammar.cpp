@@ -1,8 +1,8 @@
 // Gate B: parse every present file with its grammar and keep the parsed values.
 #include <boost/json.hpp>
 
+#include "config/read_file.hpp"
 #include "model/package/gguf.hpp"
-#include "model/package/pack.hpp"
 #include "model/package/validate_internal.hpp"
 
 namespace calserve::model::package {
@@ -143,9 +143,9 @@ void tokenizer_json_facts(tokenizer_facts& t, const json::object& o) {
 void parse_tokenizer_file(validation_context& c, const std::string& rel, const std::string& text) {
     const auto name = std::filesystem::path(rel).filename().string();
     if (name.ends_with(".gguf")) {
-        auto g = parse_gguf(text);
-        if (!g) return c.add("B_TOKENIZER_INVALID", severity::error, 'B', rel, g.error().message);
-        c.tok.gguf_tokens = g->token_count;
+        auto tokens = vocab_gguf_token_count(text, rel);
+        if (!tokens) return c.add("B_TOKENIZER_INVALID", severity::error, 'B', rel, tokens.error().message);
+        c.tok.gguf_tokens = *tokens;
         return;
     }
     if (!name.ends_with(".json")) return;
@@ -190,11 +190,8 @@ void parse_root_file(validation_context& c, const layout_entry& e, std::string&&
 
 void reference_model_facts(validation_context& c) {
     if (c.pkg.reference_model_dir.empty()) return;
-    auto text = read_file(c.pkg.reference_model_dir / "config.json", k_max_metadata_bytes);
-    if (!text) return;
-    boost::system::error_code ec;
-    auto v = json::parse(text.value(), ec);
-    if (!ec && v.is_object()) c.tok.reference_vocab = json_uint(v.get_object(), "vocab_size");
+    auto v = read_json_file(c.pkg.reference_model_dir / "config.json");
+    if (v && v->is_object()) c.tok.reference_vocab = json_uint(v->get_object(), "vocab_size");
 }
 
 }  // namespace
@@ -203,7 +200,7 @@ void gate_grammar(validation_context& c) {
     for (const auto& m : c.pkg.submodels) c.subs.push_back({&m, {}, {}, {}, {}, {}, {}, {}});
     for (const auto& e : c.layout) {
         if (e.kind == file_kind::param_block || !c.readable.contains(e.path)) continue;
-        auto text = read_file(c.root / e.path, k_max_metadata_bytes);
+        auto text = read_text_file(c.root / e.path, k_max_metadata_bytes);
         if (!text) {
             c.add("A_IO_ERROR", severity::error, 'B', e.path, text.error().message);
             continue;

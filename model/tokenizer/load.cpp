@@ -3,12 +3,11 @@
 // diagnosed at load instead of producing wrong ids later.
 #include <algorithm>
 #include <atomic>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include <boost/json.hpp>
 
+#include "config/read_file.hpp"
 #include "model/tokenizer/data.hpp"
 
 namespace calserve::model::detail {
@@ -19,17 +18,6 @@ namespace json = boost::json;
 // The GPT-2 pre-tokenizer regex, used by ByteLevel{use_regex: true}.
 constexpr const char* gpt2_pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-
-result<json::value> read_json(const std::filesystem::path& file) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return make_error(status::not_found, "cannot open " + file.string());
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    boost::system::error_code ec;
-    json::value v = json::parse(ss.str(), ec);
-    if (ec) return make_error(status::parse_error, file.string() + ": invalid JSON: " + ec.message());
-    return v;
-}
 
 error_info bad(std::string_view what) { return make_error(status::parse_error, "tokenizer.json: " + std::string(what)); }
 error_info unsupported(std::string_view what) {
@@ -287,7 +275,7 @@ std::optional<std::string> token_text(const json::value* v) {
 }
 
 void_result load_config(const std::filesystem::path& file, tokenizer_data& d) {
-    auto cfg = read_json(file);
+    auto cfg = read_json_file(file);
     if (!cfg) return cfg.error();
     if (!cfg->is_object()) return make_error(status::parse_error, file.string() + ": not a JSON object");
     const json::object& c = cfg->as_object();
@@ -319,7 +307,7 @@ void finish_token_bytes(tokenizer_data& d) { build_token_bytes(d); }
 
 result<std::unique_ptr<tokenizer_data>> load_tokenizer_data(const std::filesystem::path& dir) {
     if (std::filesystem::is_regular_file(dir)) return load_tokenizer_data_gguf(dir);
-    auto root = read_json(dir / "tokenizer.json");
+    auto root = read_json_file(dir / "tokenizer.json");
     if (!root) return root.error();
     if (!root->is_object()) return bad("not a JSON object");
     static std::atomic<std::uint64_t> generations{0};

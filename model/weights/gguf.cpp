@@ -300,6 +300,9 @@ result<header> parse_header(std::span<const std::byte> bytes, std::uint64_t file
     if (!align) return align.error();
     h.alignment = *align;
     h.data_offset = (c.at + h.alignment - 1) / h.alignment * h.alignment;
+    // With no tensors the data section is empty and its padding may be left out (the
+    // writer does; so do the package's vocabulary files, and llama.cpp reads them).
+    if (h.data_offset > file_bytes && h.tensors.empty()) h.data_offset = file_bytes;
     if (h.data_offset > file_bytes) return bad(label, "data section starts past the end of the file");
     h.data_bytes = file_bytes - h.data_offset;
     if (auto r = check_layout(h, label); !r) return r.error();
@@ -419,6 +422,7 @@ void writer::serialise(std::ostream& out) const {
     const std::string h = head.str();
     out.write(h.data(), static_cast<std::streamsize>(h.size()));
     std::uint64_t at = h.size();
+    if (tensors_.empty()) return;  // no data section, no padding before it
     pad_to(out, at, k_default_alignment);
     std::uint64_t data_at = 0;
     for (const auto& t : tensors_) {

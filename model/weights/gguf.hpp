@@ -5,8 +5,10 @@
 //! metadata pairs (string key, u32 value type, value; arrays are u32 element type,
 //! u64 count, elements), then tensor_count tensor infos (string name, u32 n_dims,
 //! u64 dims innermost first, u32 ggml type, u64 offset into the data section),
-//! padding to `general.alignment` (default 32), then the data section. Strings are
-//! u64 length + bytes, all little-endian.
+//! padding to `general.alignment` (default 32), then the data section (a file with
+//! no tensors may end without the padding). Strings are u64 length + bytes, all
+//! little-endian. This is the project's one GGUF implementation: checkpoints
+//! (gguf_model.hpp) and the package's vocabulary file (model/package/gguf.hpp).
 //!
 //! Fault model: the reader trusts nothing. Every count and length is bounded by
 //! the bytes left before it allocates; the version, value types, tensor types,
@@ -107,7 +109,8 @@ public:
     // `dims` outermost first; `data` holds exactly tensor_bytes(type, elements) bytes.
     void_result add_tensor(std::string_view name, tensor_type type, std::vector<std::int64_t> dims,
                            std::vector<std::byte> data);
-    // The whole file (alignment 32), to a stream or a string.
+    // The whole file (alignment 32; no padding after the header when there are no
+    // tensors), to a stream or a string.
     void serialise(std::ostream& out) const;
     std::string serialise() const;
     void_result write(const std::filesystem::path& path) const;

@@ -4,9 +4,8 @@
 #include <tuple>
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
+#include "config/read_file.hpp"
 #include "model/weights/gguf_model.hpp"
 #include "model/core/bf16.hpp"
 #include "model/weights/stored_rows.hpp"
@@ -148,14 +147,9 @@ void write_hparams(gguf::writer& w, const hf_config& c, std::string_view name) {
     }
 }
 
-result<json::value> read_json_file(const std::filesystem::path& file) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return make_error(status::not_found, "cannot open " + file.string());
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    boost::system::error_code ec;
-    json::value v = json::parse(ss.str(), ec);
-    if (ec || !v.is_object()) return make_error(status::parse_error, file.string() + ": not a JSON object");
+result<json::value> read_json_object(const std::filesystem::path& file) {
+    auto v = read_json_file(file);
+    if (v && !v->is_object()) return make_error(status::parse_error, file.string() + ": not a JSON object");
     return v;
 }
 
@@ -181,9 +175,9 @@ std::int64_t special_id(const json::object& cfg, std::string_view key, const std
 
 // The vocabulary, types and merges of tokenizer.json as llama.cpp embeds them (gpt2 / qwen2).
 void_result write_tokenizer(gguf::writer& w, const std::filesystem::path& dir, std::int64_t vocab_size) {
-    auto tj = read_json_file(dir / "tokenizer.json");
+    auto tj = read_json_object(dir / "tokenizer.json");
     if (!tj) return tj.error();
-    auto cj = read_json_file(dir / "tokenizer_config.json");
+    auto cj = read_json_object(dir / "tokenizer_config.json");
     if (!cj) return cj.error();
     const json::object& root = tj->as_object();
     const json::value* model = root.if_contains("model");

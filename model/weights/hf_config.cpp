@@ -1,12 +1,11 @@
 // config.json parsing and validation; see hf_config.hpp.
 #include "model/weights/hf_config.hpp"
 
+#include "config/read_file.hpp"
 #include "model/weights/gguf_model.hpp"
 
 #include <algorithm>
 #include <boost/json.hpp>
-#include <fstream>
-#include <sstream>
 
 namespace calserve::model {
 namespace {
@@ -207,12 +206,10 @@ result<hf_config> load_hf_config(const std::filesystem::path& model_dir) {
         return make_error(status::package_invalid, model_dir.string() +
                                                        " is a file but not a GGUF file (no GGUF magic); --model takes a "
                                                        "Hugging Face directory or a GGUF file");
-    auto path = model_dir / "config.json";
-    std::ifstream in(path);
-    if (!in) return make_error(status::not_found, "cannot read " + path.string());
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return parse_hf_config(ss.str());
+    auto doc = read_json_file(model_dir / "config.json");
+    if (!doc) return doc.code() == status::parse_error ? make_error(status::package_invalid, doc.error().message) : doc.error();
+    if (!doc->is_object()) return bad("top level must be an object");
+    return parse_object(doc->as_object());
 }
 
 }  // namespace calserve::model

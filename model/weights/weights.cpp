@@ -3,10 +3,9 @@
 
 #include <algorithm>
 #include <boost/json.hpp>
-#include <fstream>
 #include <set>
-#include <sstream>
 
+#include "config/read_file.hpp"
 #include "model/weights/gguf_model.hpp"
 #include "model/weights/stored_rows.hpp"
 
@@ -18,17 +17,15 @@ error_info bad(const std::string& msg) { return make_error(status::package_inval
 
 // The shard files named by model.safetensors.index.json, in first-seen order.
 result<std::vector<std::filesystem::path>> shards_from_index(const std::filesystem::path& index_path) {
-    std::ifstream in(index_path);
-    if (!in) return make_error(status::io_error, "cannot read " + index_path.string());
-    std::stringstream ss;
-    ss << in.rdbuf();
-    boost::system::error_code ec;
-    json::value v = json::parse(ss.str(), ec);
-    if (ec || !v.is_object() || !v.as_object().contains("weight_map") || !v.at("weight_map").is_object())
+    auto doc = read_json_file(index_path);
+    if (!doc && doc.code() != status::parse_error) return doc.error();
+    const json::object* root = doc ? doc->if_object() : nullptr;
+    const json::value* weight_map = root ? root->if_contains("weight_map") : nullptr;
+    if (!weight_map || !weight_map->is_object())
         return bad(index_path.filename().string() + ": not a JSON object with a weight_map");
     std::vector<std::filesystem::path> files;
     std::set<std::string> seen;
-    for (const auto& [name, file] : v.at("weight_map").as_object()) {
+    for (const auto& [name, file] : weight_map->as_object()) {
         if (!file.is_string()) return bad(index_path.filename().string() + ": weight_map[" + std::string(name) + "] is not a string");
         std::string f(file.as_string());
         if (f.find('/') != std::string::npos) return bad("shard name " + f + " must be a plain file name");

@@ -191,7 +191,7 @@ struct sim_fixture {
 inline std::vector<float> expected_logits(const std::vector<model::token_id>& history) {
     std::vector<float> l(k_vocab);
     history_lm::fill(history, l);
-    for (auto& v : l) v = bf16_to_float(float_to_bf16(v));
+    round_to_bf16(l);
     return l;
 }
 

@@ -121,10 +121,12 @@ TEST_CASE("manifest, op map, command and binary forms round-trip") {
     std::memset(bad.data() + shoff + 3 * 64 + 4, 0, 4);           // sh_type = 0
     std::memcpy(bad.data() + shoff + 3 * 64 + 24, &far, sizeof far);  // sh_offset
     CHECK_FALSE(mp::parse_elf(bad).ok());
-    auto gguf = mp::parse_gguf(mp::write_vocab_gguf("qwen3", "x", {"a", "b", "c"}));
-    REQUIRE(gguf.ok());
-    CHECK(gguf->token_count == 3);
-    CHECK_FALSE(mp::parse_gguf("GGUF\x03\0\0\0").ok());
+    auto tokens = mp::vocab_gguf_token_count(mp::write_vocab_gguf("qwen3", "x", {"a", "b", "c"}));
+    REQUIRE(tokens.ok());
+    CHECK(*tokens == 3);
+    auto truncated = mp::vocab_gguf_token_count(std::string_view("GGUF\x03\0\0\0", 8));
+    REQUIRE_FALSE(truncated.ok());
+    CHECK(truncated.code() == calserve::status::package_invalid);
 }
 
 TEST_CASE("load_package refuses a missing directory and a broken manifest") {
