@@ -51,6 +51,7 @@ result<std::vector<saved_alias>> read_state(const fs::path& file) {
         return make_error(status::parse_error, "missing sha256 or mapping");
     if (pkg::sha256_hex(mapping->get_string()) != sum->get_string())
         return make_error(status::parse_error, "checksum mismatch (corrupted)");
+    boost::system::error_code ec;
     auto m = json::parse(mapping->get_string(), ec);
     if (ec || !m.is_array()) return make_error(status::parse_error, "mapping is not an array");
     std::vector<saved_alias> out;
