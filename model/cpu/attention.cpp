@@ -30,8 +30,8 @@ void kv_cache::store(std::int64_t layer, std::int64_t pos, std::int64_t kv_head,
     kv_element* base = pages_[static_cast<std::size_t>(layer)][static_cast<std::size_t>(page)].data();
     kv_element* keys = base + kv_head * head_dim_ * k_kv_page_tokens + j;
     kv_element* values = base + (kv_heads_ * head_dim_ + kv_head * head_stride_) * k_kv_page_tokens + j * head_stride_;
-    for (std::int64_t d = 0; d < head_dim_; ++d) keys[d * k_kv_page_tokens] = k[d];
-    std::copy(v, v + head_dim_, values);
+    for (std::int64_t d = 0; d < head_dim_; ++d) keys[d * k_kv_page_tokens] = f32_to_bf16(k[d]);
+    for (std::int64_t d = 0; d < head_dim_; ++d) values[d] = f32_to_bf16(v[d]);
 }
 
 std::int64_t kv_cache::bytes() const {
@@ -62,7 +62,11 @@ struct lanes {
     static reg zero() { return _mm256_setzero_ps(); }
     static reg set1(float x) { return _mm256_set1_ps(x); }
     static reg load(const float* p) { return _mm256_loadu_ps(p); }
-    static reg load_kv(const float* p) { return _mm256_loadu_ps(p); }
+    // Eight BF16 as FP32 (exact: the top halves).
+    static reg load_kv(const kv_element* p) {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
     static void store(float* p, reg v) { _mm256_storeu_ps(p, v); }
     static reg fma(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
     static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
@@ -111,7 +115,10 @@ struct lanes {
     static reg zero() { return _mm512_setzero_ps(); }
     static reg set1(float x) { return _mm512_set1_ps(x); }
     static reg load(const float* p) { return _mm512_loadu_ps(p); }
-    static reg load_kv(const float* p) { return _mm512_loadu_ps(p); }
+    static reg load_kv(const kv_element* p) {
+        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
     static void store(float* p, reg v) { _mm512_storeu_ps(p, v); }
     static reg fma(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
     static reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }

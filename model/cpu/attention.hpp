@@ -25,7 +25,9 @@
 //! are split across threads and whether the AVX-512 or the AVX2 form runs change
 //! none of these steps (tests compare the bits).
 //!
-//! KV cache layout (per sequence, per layer, one page per 64 positions, zeroed
+//! KV cache: keys and values stored as BF16 (rounded to nearest even by
+//! model/core/bf16.hpp's f32_to_bf16, widened exactly when read), half the bytes
+//! of FP32. Layout (per sequence, per layer, one page per 64 positions, zeroed
 //! when allocated): keys transposed, `[kv_head][d][64 keys]`, so a score vector
 //! is one load per d; values `[kv_head][64 keys][head_stride]` with head_stride
 //! = head_dim rounded up to 16 (zero padding), so a value row is whole vectors.
@@ -44,8 +46,8 @@ namespace calserve::model {
 constexpr std::int64_t k_kv_page_tokens = 64;  // keys per page = the online softmax's block
 constexpr std::int64_t k_kv_lane_pad = 16;     // head_stride is a multiple of this
 
-// What one cached key or value element is stored as.
-using kv_element = float;
+// What one cached key or value element is stored as: BF16.
+using kv_element = std::uint16_t;
 
 // One sequence's keys and values, every layer.
 class kv_cache {

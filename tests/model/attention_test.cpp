@@ -1,7 +1,8 @@
 // The attention kernel (model/cpu/attention.*): a row's output is the same bits
 // whether it runs alone, in a block with other rows of its sequence, split across
 // calls anywhere, or in the AVX2 instead of the AVX-512 form; and it is the
-// softmax-weighted sum of the values within FP32 rounding of a float64 evaluation.
+// softmax-weighted sum of the values within FP32 rounding of a float64 evaluation
+// over the keys and values as stored (BF16).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -98,9 +99,9 @@ struct fixture {
         return worst;
     }
 
-    // An element as the cache holds it.
+    // An element as the cache holds it (BF16).
     double stored(const std::vector<float>& x, std::int64_t pos, std::int64_t kh, std::int64_t d) const {
-        return static_cast<model::kv_element>(x[static_cast<std::size_t>((pos * kv_heads + kh) * head_dim + d)]);
+        return model::bf16_to_f32(model::f32_to_bf16(x[static_cast<std::size_t>((pos * kv_heads + kh) * head_dim + d)]));
     }
 };
 
