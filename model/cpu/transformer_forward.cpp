@@ -83,14 +83,11 @@ void transformer::impl::attention_block(const layer_weights& lw, std::int64_t la
                 rope_rotate_half(qv, cs, sn, hd);
             }
             const row_ref& r = rows[static_cast<std::size_t>(i)];
-            float* kc = r.seq->k[static_cast<std::size_t>(layer)].data() + r.pos * kvd;
-            float* vc = r.seq->v[static_cast<std::size_t>(layer)].data() + r.pos * kvd;
             for (std::int64_t kh = s.kv_begin; kh < s.kv_end; ++kh) {
                 float* kv = ws.k.data() + i * kvd + kh * hd;
                 rmsnorm(kv, lw.k_norm.data(), hd, eps, kv);
                 rope_rotate_half(kv, cs, sn, hd);
-                std::copy(kv, kv + hd, kc + kh * hd);
-                std::copy(ws.v.data() + i * kvd + kh * hd, ws.v.data() + i * kvd + (kh + 1) * hd, vc + kh * hd);
+                r.seq->kv.store(layer, r.pos, kh, kv, ws.v.data() + i * kvd + kh * hd);
             }
         }
         attend(s, layer, rows);
@@ -101,29 +98,18 @@ void transformer::impl::attention_block(const layer_weights& lw, std::int64_t la
 
 // Causal grouped-query attention for the shard's heads: row i sees positions [0, pos_i] of its sequence.
 void transformer::impl::attend(const shard_range& s, std::int64_t layer, std::span<const row_ref> rows) {
-    const auto t = static_cast<std::int64_t>(rows.size());
-    const std::int64_t hd = cfg.head_dim, qd = q_dim(), kvd = kv_dim();
-    const std::int64_t heads = s.head_end - s.head_begin;
-    const std::int64_t group = cfg.num_attention_heads / cfg.num_key_value_heads;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    const std::int64_t work = t * heads * (rows.back().pos + 1) * hd * 2;  // upper bound of the multiply-adds
-    pool.parallel_for(t * heads, 1, work, [&](std::int64_t b, std::int64_t e) {
-        thread_local simd_vector<float> scores;
-        for (std::int64_t item = b; item < e; ++item) {
-            const std::int64_t i = item / heads, hh = s.head_begin + item % heads, kh = hh / group;
-            const row_ref& r = rows[static_cast<std::size_t>(i)];
-            const float* q = ws.q.data() + i * qd + hh * hd;
-            const float* kc = r.seq->k[static_cast<std::size_t>(layer)].data() + kh * hd;
-            const float* vc = r.seq->v[static_cast<std::size_t>(layer)].data() + kh * hd;
-            const std::int64_t n = r.pos + 1;
-            ensure(scores, n);
-            for (std::int64_t j = 0; j < n; ++j) scores[static_cast<std::size_t>(j)] = dot_f32(q, kc + j * kvd, hd) * scale;
-            softmax(scores.data(), n);
-            float* out = ws.attn.data() + i * qd + hh * hd;
-            std::fill(out, out + hd, 0.0f);
-            for (std::int64_t j = 0; j < n; ++j) axpy_f32(scores[static_cast<std::size_t>(j)], vc + j * kvd, out, hd);
-        }
-    });
+    std::vector<attention_row> ar(rows.size());
+    for (std::size_t i = 0; i < rows.size(); ++i) ar[i] = {&rows[i].seq->kv, rows[i].pos};
+    attention_args a;
+    a.layer = layer;
+    a.kv_begin = s.kv_begin;
+    a.kv_end = s.kv_end;
+    a.group = cfg.num_attention_heads / cfg.num_key_value_heads;
+    a.q = ws.q.data();
+    a.ldq = q_dim();
+    a.out = ws.attn.data();
+    a.ldo = q_dim();
+    attend_causal(pool, a, ar);
 }
 
 void transformer::impl::dense_block(const layer_weights& lw, std::int64_t t) {

@@ -1,14 +1,15 @@
 #pragma once
 //! Private state of model::transformer, shared by its translation units.
 //! Invariants: every tensor_view points into `weights`; shard ranges partition
-//! the heads, KV heads and FFN columns; a sequence_state's k/v vectors hold at
-//! least length x kv_dim floats per layer.
+//! the heads, KV heads and FFN columns; a sequence_state's KV cache holds at
+//! least `length` positions of every layer.
 #include <cstdint>
 #include <map>
 #include <span>
 #include <vector>
 
 #include "model/core/aligned.hpp"
+#include "model/cpu/attention.hpp"
 #include "model/cpu/kernels.hpp"
 #include "model/core/thread_pool.hpp"
 #include "model/cpu/transformer.hpp"
@@ -39,7 +40,7 @@ struct shard_range {
 
 struct sequence_state {
     std::int64_t length = 0;
-    std::vector<std::vector<float>> k, v;  // per layer: [position][kv_heads * head_dim]
+    kv_cache kv;
 };
 
 // One token being computed: its sequence, position and id.

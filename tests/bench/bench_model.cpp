@@ -1,8 +1,10 @@
 // Reference-transformer benchmarks: memory read bandwidth, decode tokens/s on the
 // qwen3-0.6b shape (BF16) as a fraction of the memory roofline, batched decode
 // (4 and 16 rows: cpu_steps/s against batch 1's gives the step-time ratio),
-// prefill (sgemm) and weight loading MB/s with io_uring vs pread; the same decode
-// from a Q8_0 GGUF of that checkpoint (int8 kernel, ~0.53x the bytes per token).
+// prefill tokens/s at 128 to 4,096 tokens (attention grows with the square of the
+// length, so the 4,096 / 256 rate ratio measures it), weight loading MB/s with
+// io_uring vs pread; the same decode from a Q8_0 GGUF of that checkpoint (int8
+// kernel, ~0.53x the bytes per token).
 //
 // The 0.6b-shape checkpoint (~1.2 GB) is generated once into
 // $CALSERVE_BENCH_MODEL_DIR (default /tmp/calserve-bench/qwen3-0.6b-shape-bf16),
@@ -182,6 +184,8 @@ void BM_prefill_qwen3_0_6b_bf16(benchmark::State& state) {
         benchmark::Counter(static_cast<double>(state.iterations() * state.range(0)), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_prefill_qwen3_0_6b_bf16)->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime();
+// One prefill each (a 4,096-token prefill takes a minute or more here): compare rates from one run.
+BENCHMARK(BM_prefill_qwen3_0_6b_bf16)->Arg(256)->Arg(1024)->Arg(4096)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Page-cache-warm read of every shard with the chosen backend.
 void BM_load_weights(benchmark::State& state) {

@@ -10,6 +10,13 @@ using calserve::test::max_abs_diff;
 
 namespace {
 
+// Two paths that sum in different FP32 orders (prefill_all's sgemm against the
+// row-exact decode kernels; TP2's partial sums against TP1) may round a cached key
+// or value to the neighbouring BF16 (one step is 2^-8 of it), which moves these
+// models' logits by up to ~1e-3. Paths with one order are compared bit for bit
+// (transformer_exact_test, transformer_batch_test).
+constexpr float k_reordered_tol = 3e-3f;
+
 // Logits of every position computed one token at a time (prefill 1, then decode).
 std::vector<float> incremental_logits(model::transformer& m, model::seq_id seq, const std::vector<model::token_id>& toks) {
     const auto v = static_cast<std::size_t>(m.shape().vocab_size);
@@ -34,10 +41,10 @@ void check_decode_equals_prefill(bool moe) {
         float worst = 0.0f;
         for (std::size_t p = 0; p < len; ++p)
             worst = std::max(worst, max_abs_diff(all.data() + p * v, inc.data() + p * v, v));
-        CHECK(worst <= 1e-4f);
+        CHECK(worst <= k_reordered_tol);
         std::vector<float> last(v);
         REQUIRE(m->prefill(200 + len, std::span(toks.data(), len), last).ok());
-        CHECK(max_abs_diff(last.data(), all.data() + (len - 1) * v, v) <= 1e-4f);
+        CHECK(max_abs_diff(last.data(), all.data() + (len - 1) * v, v) <= k_reordered_tol);
     }
     // Prefill in two chunks continues the same sequence.
     std::vector<float> last(v);
@@ -65,11 +72,11 @@ TEST_CASE("tensor parallel 2 equals the unsplit model") {
         std::vector<float> a(40 * v), b(40 * v);
         REQUIRE(one->prefill_all(1, toks, a).ok());
         REQUIRE(two->prefill_all(1, toks, b).ok());
-        CHECK(max_abs_diff(a.data(), b.data(), a.size()) <= 1e-4f);
+        CHECK(max_abs_diff(a.data(), b.data(), a.size()) <= k_reordered_tol);
         for (model::token_id t : {5, 77, 300}) {
             REQUIRE(one->decode(1, t, std::span(a.data(), v)).ok());
             REQUIRE(two->decode(1, t, std::span(b.data(), v)).ok());
-            CHECK(max_abs_diff(a.data(), b.data(), v) <= 1e-4f);
+            CHECK(max_abs_diff(a.data(), b.data(), v) <= k_reordered_tol);
         }
     }
 }

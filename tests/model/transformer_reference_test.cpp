@@ -1,5 +1,6 @@
 // RMSNorm, RoPE and whole one-layer models (dense and MoE) against naive FP64
-// code written here, independently of model/ (only the file writer is shared).
+// code written here, independently of model/ (only the file writer and the BF16
+// rounding of the KV cache's keys and values are shared).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <numeric>
 #include <random>
 
+#include "model/core/bf16.hpp"
 #include "model/cpu/kernels.hpp"
 #include "model/weights/safetensors.hpp"
 #include "tests/model/transformer_fixture.hpp"
@@ -58,6 +60,9 @@ void rope(double* v, std::int64_t d, std::int64_t pos, double theta) {
 }
 
 double silu(double x) { return x / (1.0 + std::exp(-x)); }
+
+// A key or value as the KV cache stores it: rounded to BF16.
+double as_cached(double x) { return model::bf16_to_f32(model::f32_to_bf16(static_cast<float>(x))); }
 
 vec mlp(const naive_model& m, const std::string& p, std::int64_t inter, const vec& x) {
     const auto h = m.cfg.hidden_size;
@@ -118,6 +123,8 @@ std::vector<vec> naive_forward(const naive_model& m, const std::vector<model::to
                 rope(head.data(), d, i, c.rope_theta);
                 std::copy(head.begin(), head.end(), k[i].begin() + hh * d);
             }
+            for (double& e : k[i]) e = as_cached(e);
+            for (double& e : v[i]) e = as_cached(e);
         }
         for (std::int64_t i = 0; i < T; ++i) {
             vec attn(nh * d, 0.0);

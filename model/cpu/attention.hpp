@@ -1,0 +1,113 @@
+#pragma once
+//! Causal grouped-query attention over a paged KV cache (the CPU backend's attention).
+//!
+//! Role: for every row (a token at position `pos` of a sequence) and query head,
+//! softmax(q . K[0..pos] / sqrt(d)) . V[0..pos], blocked over keys with an online
+//! softmax, vectorised across keys (scores) and across the head dimension (the
+//! weighted sum of values), the query heads of one KV head sharing every key and
+//! value load, and for prefill several rows of one sequence sharing them too.
+//!
+//! The one reduction order (what makes decode, batched decode, prefill and
+//! resumed prefill give a row the same bits): keys are taken in pages of
+//! k_kv_page_tokens (64) from position 0, and for each page the row's numbers
+//! depend only on its query, the page's keys and values it sees, and its count:
+//!  - score of key j: one FMA chain over d = 0..head_dim-1 in order, on q
+//!    pre-multiplied by log2(e) / sqrt(d); keys past the row's position are -inf;
+//!  - m' = max(m, max of the page's scores) (exact in any order);
+//!  - p_j = exp2(s_j - m') by one fixed polynomial (0 past the position);
+//!    the page's sum is the 64 lanes reduced as four 16-key tiles added
+//!    ((t0 + t1) + (t2 + t3)), then lanes i + (i + 8), then the hsum tree of
+//!    model/weights/stored_rows.hpp;
+//!  - alpha = exp2(m - m'), l = fma(l, alpha, sum), o[d] = o[d] * alpha, then
+//!    o[d] = fma(p_j, v_j[d], o[d]) for the keys j of the page in order;
+//!  - after the last page, out[d] = o[d] / l.
+//! Which rows share a call, how rows are grouped into blocks, how pages and heads
+//! are split across threads and whether the AVX-512 or the AVX2 form runs change
+//! none of these steps (tests compare the bits).
+//!
+//! KV cache: keys and values stored as BF16 (rounded to nearest even by
+//! model/core/bf16.hpp's f32_to_bf16, widened exactly when read), half the bytes
+//! of FP32. Layout (per sequence, per layer, one page per 64 positions, zeroed
+//! when allocated): keys transposed, `[kv_head][d][64 keys]`, so a score vector
+//! is one load per d; values `[kv_head][64 keys][head_stride]` with head_stride
+//! = head_dim rounded up to 16 (zero padding), so a value row is whole vectors.
+//!
+//! Fault model: none at run time; callers size the cache (`reserve`) before they
+//! store or attend, and the row's positions [0, pos] must have been stored.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/core/aligned.hpp"
+#include "model/core/thread_pool.hpp"
+
+namespace calserve::model {
+
+constexpr std::int64_t k_kv_page_tokens = 64;  // keys per page = the online softmax's block
+constexpr std::int64_t k_kv_lane_pad = 16;     // head_stride is a multiple of this
+
+// What one cached key or value element is stored as: BF16.
+using kv_element = std::uint16_t;
+
+// One sequence's keys and values, every layer.
+class kv_cache {
+public:
+    // Grows the cache to hold `positions` (never shrinks); the shape is fixed by the first call.
+    void reserve(std::int64_t layers, std::int64_t kv_heads, std::int64_t head_dim, std::int64_t positions);
+    // Stores the key and value of one KV head at `pos` (< capacity()).
+    void store(std::int64_t layer, std::int64_t pos, std::int64_t kv_head, const float* k, const float* v);
+
+    std::int64_t capacity() const { return pages_.empty() ? 0 : static_cast<std::int64_t>(pages_[0].size()) * k_kv_page_tokens; }
+    std::int64_t head_dim() const { return head_dim_; }
+    std::int64_t head_stride() const { return head_stride_; }
+    // Bytes allocated for keys and values.
+    std::int64_t bytes() const;
+
+    // [head_dim][64]: key j of the page, dimension d at d * 64 + j.
+    const kv_element* keys(std::int64_t layer, std::int64_t page, std::int64_t kv_head) const {
+        return page_data(layer, page) + kv_head * head_dim_ * k_kv_page_tokens;
+    }
+    // [64][head_stride]: value j of the page at j * head_stride.
+    const kv_element* values(std::int64_t layer, std::int64_t page, std::int64_t kv_head) const {
+        return page_data(layer, page) + (kv_heads_ * head_dim_ + kv_head * head_stride_) * k_kv_page_tokens;
+    }
+
+private:
+    const kv_element* page_data(std::int64_t layer, std::int64_t page) const {
+        return pages_[static_cast<std::size_t>(layer)][static_cast<std::size_t>(page)].data();
+    }
+    std::int64_t page_elements() const { return kv_heads_ * (head_dim_ + head_stride_) * k_kv_page_tokens; }
+
+    std::int64_t kv_heads_ = 0, head_dim_ = 0, head_stride_ = 0;
+    std::vector<std::vector<simd_vector<kv_element>>> pages_;  // [layer][page]
+};
+
+// A row of an attention call: it sees positions [0, pos] of `kv`.
+struct attention_row {
+    const kv_cache* kv = nullptr;
+    std::int64_t pos = 0;
+};
+
+// The heads one call covers and where queries and outputs live. Query head h of
+// row i is at q + i * ldq + h * head_dim (its output likewise in `out`); query
+// head h reads KV head h / group; KV heads [kv_begin, kv_end) are computed.
+struct attention_args {
+    std::int64_t layer = 0;
+    std::int64_t kv_begin = 0, kv_end = 0;
+    std::int64_t group = 1;
+    const float* q = nullptr;
+    std::int64_t ldq = 0;
+    float* out = nullptr;
+    std::int64_t ldo = 0;
+};
+
+// Causal attention of every row; rows of the same cache next to each other in
+// `rows` (a prefill) share key and value loads. Parallel over (row block, KV head).
+void attend_causal(thread_pool& pool, const attention_args& a, std::span<const attention_row> rows);
+
+// Whether attention runs its AVX-512 form (on a CPU with AVX-512F unless
+// disallowed). Both forms give the same bits; tests compare them.
+bool attention_avx512();
+void allow_attention_avx512(bool allowed);
+
+}  // namespace calserve::model

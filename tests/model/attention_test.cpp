@@ -1,0 +1,156 @@
+// The attention kernel (model/cpu/attention.*): a row's output is the same bits
+// whether it runs alone, in a block with other rows of its sequence, split across
+// calls anywhere, or in the AVX2 instead of the AVX-512 form; and it is the
+// softmax-weighted sum of the values within FP32 rounding of a float64 evaluation
+// over the keys and values as stored (BF16).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "model/core/bf16.hpp"
+#include "model/cpu/attention.hpp"
+
+using namespace calserve;
+
+namespace {
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// A cache of `positions` random keys and values for `kv_heads` heads, queries for
+// every position and `group` query heads per KV head, and the float64 answer.
+struct fixture {
+    std::int64_t kv_heads, group, head_dim, positions;
+    model::kv_cache kv;
+    std::vector<float> q, keys, values;  // [pos][kv_head][d] for keys and values as stored
+    model::thread_pool pool{2};
+
+    fixture(std::int64_t kvh, std::int64_t g, std::int64_t hd, std::int64_t n, unsigned seed)
+        : kv_heads(kvh), group(g), head_dim(hd), positions(n) {
+        std::mt19937 gen(seed);
+        std::normal_distribution<float> d(0.0f, 1.0f);
+        q.resize(static_cast<std::size_t>(n * qd()));
+        for (auto& x : q) x = 2.0f * d(gen);
+        keys.resize(static_cast<std::size_t>(n * kvh * hd));
+        values.resize(keys.size());
+        for (auto& x : keys) x = d(gen);
+        for (auto& x : values) x = d(gen);
+        kv.reserve(1, kvh, hd, n);
+        for (std::int64_t p = 0; p < n; ++p)
+            for (std::int64_t h = 0; h < kvh; ++h) {
+                const auto at = static_cast<std::size_t>((p * kvh + h) * hd);
+                kv.store(0, p, h, keys.data() + at, values.data() + at);
+            }
+    }
+    std::int64_t qd() const { return kv_heads * group * head_dim; }
+
+    // Outputs of positions [p0, p1) computed in one call.
+    std::vector<float> run(std::int64_t p0, std::int64_t p1) {
+        std::vector<model::attention_row> rows;
+        for (std::int64_t p = p0; p < p1; ++p) rows.push_back({&kv, p});
+        std::vector<float> out(static_cast<std::size_t>((p1 - p0) * qd()));
+        model::attention_args a;
+        a.kv_begin = 0, a.kv_end = kv_heads, a.group = group;
+        a.q = q.data() + p0 * qd(), a.ldq = qd(), a.out = out.data(), a.ldo = qd();
+        model::attend_causal(pool, a, rows);
+        return out;
+    }
+
+    // Every position, in calls of the given sizes (the rest in one last call).
+    std::vector<float> run_split(const std::vector<std::int64_t>& sizes) {
+        std::vector<float> all;
+        std::int64_t at = 0;
+        for (std::size_t i = 0; at < positions; ++i) {
+            const std::int64_t n = i < sizes.size() ? std::min(sizes[i], positions - at) : positions - at;
+            auto part = run(at, at + n);
+            all.insert(all.end(), part.begin(), part.end());
+            at += n;
+        }
+        return all;
+    }
+
+    // Largest |out - float64 reference| over every position and head.
+    double max_error(const std::vector<float>& out) const {
+        double worst = 0;
+        for (std::int64_t p = 0; p < positions; ++p)
+            for (std::int64_t h = 0; h < kv_heads * group; ++h) {
+                const std::int64_t kh = h / group;
+                std::vector<double> s(static_cast<std::size_t>(p + 1));
+                double m = -1e300, l = 0;
+                for (std::int64_t j = 0; j <= p; ++j) {
+                    double dot = 0;
+                    for (std::int64_t d = 0; d < head_dim; ++d)
+                        dot += double(q[static_cast<std::size_t>(p * qd() + h * head_dim + d)]) *
+                               stored(keys, j, kh, d);
+                    s[static_cast<std::size_t>(j)] = dot / std::sqrt(double(head_dim));
+                    m = std::max(m, s[static_cast<std::size_t>(j)]);
+                }
+                for (auto& x : s) l += (x = std::exp(x - m));
+                for (std::int64_t d = 0; d < head_dim; ++d) {
+                    double o = 0;
+                    for (std::int64_t j = 0; j <= p; ++j) o += s[static_cast<std::size_t>(j)] * stored(values, j, kh, d);
+                    const double got = out[static_cast<std::size_t>(p * qd() + h * head_dim + d)];
+                    worst = std::max(worst, std::abs(got - o / l));
+                }
+            }
+        return worst;
+    }
+
+    // An element as the cache holds it (BF16).
+    double stored(const std::vector<float>& x, std::int64_t pos, std::int64_t kh, std::int64_t d) const {
+        return model::bf16_to_f32(model::f32_to_bf16(x[static_cast<std::size_t>((pos * kv_heads + kh) * head_dim + d)]));
+    }
+};
+
+}  // namespace
+
+TEST_CASE("attention: a row's bits do not depend on the rows sharing its call", "[attention][exact]") {
+    struct shape {
+        std::int64_t kv_heads, group, head_dim;
+    };
+    // head_dim 8 and 40: padded value rows; groups 1..8 and 3, 5 (pair chunks of 8, 4, 2, 1).
+    for (const shape sh : {shape{2, 2, 32}, shape{1, 8, 128}, shape{2, 1, 8}, shape{1, 3, 40}, shape{1, 5, 16}}) {
+        INFO("kv_heads " << sh.kv_heads << " group " << sh.group << " head_dim " << sh.head_dim);
+        fixture f(sh.kv_heads, sh.group, sh.head_dim, 150, 7);
+        const auto together = f.run(0, f.positions);
+        CHECK(f.max_error(together) < 2e-5);
+        CHECK(same_bits(f.run_split({}), together));
+        std::vector<std::int64_t> ones(static_cast<std::size_t>(f.positions), 1);
+        CHECK(same_bits(f.run_split(ones), together));  // every row alone: decode
+        CHECK(same_bits(f.run_split({1, 62, 3, 64, 5}), together));
+        CHECK(same_bits(f.run_split({63, 2, 70}), together));
+    }
+}
+
+TEST_CASE("attention: the AVX-512 form gives the AVX2 form's bits", "[attention][exact]") {
+    if (!model::avx512_available()) {
+        WARN("no AVX-512 on this CPU: both forms are the AVX2 one");
+        return;
+    }
+    for (std::int64_t hd : {8, 32, 40, 128}) {
+        INFO("head_dim " << hd);
+        fixture f(2, 2, hd, 140, 9);
+        REQUIRE(model::attention_avx512());
+        const auto fast = f.run(0, f.positions);
+        const auto fast_alone = f.run(f.positions - 1, f.positions);
+        model::allow_attention_avx512(false);
+        const auto plain = f.run(0, f.positions);
+        const auto plain_alone = f.run(f.positions - 1, f.positions);
+        model::allow_attention_avx512(true);
+        CHECK(same_bits(fast, plain));
+        CHECK(same_bits(fast_alone, plain_alone));
+    }
+}
+
+TEST_CASE("attention: large scores keep the softmax finite and exact across splits", "[attention][exact]") {
+    fixture f(1, 2, 64, 130, 3);
+    for (auto& x : f.q) x *= 40.0f;  // scores in the hundreds: one key takes nearly all the weight
+    const auto together = f.run(0, f.positions);
+    for (float x : together) REQUIRE(std::isfinite(x));
+    CHECK(f.max_error(together) < 1e-4);
+    std::vector<std::int64_t> ones(static_cast<std::size_t>(f.positions), 1);
+    CHECK(same_bits(f.run_split(ones), together));
+}
