@@ -71,10 +71,16 @@ void batch_tick_actor::request_kv(entry& e, bool front) {
     auto self = address<batch_tick_actor>(shared_from_this());
     auto me = id();
     auto deadline = rt().now() + (front ? k_preempted_kv_wait : options_.kv_wait);
-    (void)kv_.tell(kv_reserve{seq.seq, want, deadline,
-                              [self, me](kv_grant g) { (void)self.tell(bt_kv_granted{g.seq, g.outcome}, me); },
-                              seq.full_tokens, front},
-                   id());
+    kv_reserve reserve{seq.seq, want, deadline,
+                       [self, me](kv_grant g) {
+                           (void)self.tell(bt_kv_granted{g.seq, g.outcome, g.cached_tokens}, me);
+                       },
+                       seq.full_tokens, front, nullptr, cache_key{}};
+    if (options_.prefix_cache) {
+        reserve.prefix = std::make_shared<const std::vector<token_id>>(seq.tokens);
+        reserve.scope = seq.scope;
+    }
+    (void)kv_.tell(std::move(reserve), id());
     seq.kv_tokens = want;
 }
 
@@ -97,6 +103,13 @@ void batch_tick_actor::on(bt_kv_granted& m) {
         return;
     }
     e.kv_granted = true;
+    if (m.cached_tokens > 0) {
+        // Its first tokens' KV is being copied in: the prefill feeds the rest.
+        e.seq->device_len = m.cached_tokens;
+        e.seq->cached_tokens = m.cached_tokens;
+        e.reprefill = false;
+        e.on_device = false;
+    }
     schedule();
 }
 
@@ -242,6 +255,7 @@ void batch_tick_actor::on(bt_finish& m) {
 void batch_tick_actor::on(bt_device_down&) {
     device_up_ = false;
     for (auto& [id, e] : entries_) e.reprefill = true;
+    if (options_.prefix_cache) (void)kv_.tell(kv_drop_cache{}, id());  // the device lost every cached sequence
 }
 
 void batch_tick_actor::on(bt_device_up&) {
@@ -262,10 +276,20 @@ void batch_tick_actor::release(sequence_id seq) {
     auto it = entries_.find(seq);
     if (it == entries_.end()) return;
     CALSERVE_INVARIANT(!it->second.job_active, "KV released while a job holds the sequence");
-    bool held = it->second.kv_granted;
+    const entry& e = it->second;
+    bool held = e.kv_granted;
+    kv_release out{seq};
+    if (options_.prefix_cache) {
+        // The KvManager keeps or frees the device KV itself; only valid KV may be kept.
+        const auto& s = *e.seq;
+        if (held && e.on_device && !e.reprefill && s.device_len > 0)
+            out.cache = std::make_shared<const std::vector<token_id>>(s.tokens.begin(), s.tokens.begin() + s.device_len);
+        out.scope = s.scope;
+        held = false;
+    }
     entries_.erase(it);
     // Not granted: the KvManager drops the waiter, or the grant comes back and is returned.
-    (void)kv_.tell(kv_release{seq}, id());
+    (void)kv_.tell(std::move(out), id());
     if (held) (void)device_.tell(da_kv_free{seq}, id());
     admit_pending();
 }
@@ -290,7 +314,9 @@ std::vector<seq_view> batch_tick_actor::views() {
     for (auto& [sid, e] : entries_) {
         if (!e.kv_granted || e.finishing) continue;
         // Only idle sequences are read: a job's holders write tokens and device_len meanwhile.
-        const bool prefill = e.reprefill || !e.on_device;
+        // A prefill also when the device holds less than all but the last token: a
+        // prompt partly prefilled (chunks) or partly copied from the prefix cache.
+        const bool prefill = e.reprefill || !e.on_device || e.seq->pending_tokens() > 1;
         const bool idle = !e.job_active && !e.awaiting;
         if (idle && !e.growing && needs_room(e)) grow_kv(e, 0);
         const bool ready = idle && !e.growing;

@@ -23,6 +23,8 @@
 //! kv_grow is out), group (the slot it last decoded in). A row whose token cannot
 //! have ended it (bt_slot_free::go_on) stops awaiting at once: the batch need not
 //! wait for its Request, whose answer for that token is then only counted.
+//! Prefix cache: a grant that hit starts the sequence at `cached_tokens` on the
+//! device (its prefill feeds the rest); a device fault drops the cache.
 //! Invariants: a sequence is in at most one job; KV is released exactly once,
 //! and never while a job holds the sequence; a slot carries one job at a time;
 //! a job never feeds a sequence past its reservation (tokens <= kv_tokens).
@@ -58,6 +60,9 @@ struct batch_tick_options {
     // A sequence whose jobs were lost to device faults more than this many times in a
     // row fails alone (job_retries_exhausted): one request cannot reset the device forever.
     int max_job_retries = 2;
+    // Prefix cache (runtime.prefix_cache): reservations carry the tokens to look up,
+    // and a released sequence's valid device KV goes to the KvManager to keep.
+    bool prefix_cache = false;
 };
 
 class batch_tick_actor : public actor<batch_tick_actor, batch_tick_message> {

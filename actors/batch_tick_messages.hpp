@@ -19,6 +19,7 @@ struct bt_admit {
 struct bt_kv_granted {
     sequence_id seq = 0;
     void_result outcome;
+    std::int64_t cached_tokens = 0;  // a prefix cache hit: KV of the first tokens is being copied in
 };
 // Answer to a kv_grow: the sequence's reservation now holds `tokens`, or kv_full (preempt).
 struct bt_kv_grown {

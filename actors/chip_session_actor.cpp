@@ -101,6 +101,15 @@ void chip_session_actor::on(cs_job_done& m) {
         return;
     }
     s.life.transition_to(slot_state::done);
+    if (m.job->partial) {
+        // A prefill chunk: its KV is written, its logits are not the next token's. The row
+        // goes back to the BatchTick unrun (no token, no answer to wait for).
+        record(s, *m.job, job_outcome::ok);
+        s.job = nullptr;
+        s.life.transition_to(slot_state::free);
+        (void)tick_.tell(bt_slot_free{m.job->slot, m.job->row_ids(), m.job->row_ids(), {}}, id());
+        return;
+    }
     s.life.transition_to(slot_state::draining);
     (void)sampler_.tell(sm_sample{m.job}, id());
 }
@@ -116,6 +125,10 @@ void chip_session_actor::on(cs_sampled& m) {
         requests[r] = lookup_(job->rows[r]->seq);  // invalid: finished meanwhile, its bt_finish is with the BatchTick
         if (requests[r].valid() && job->picks[r] && job->rows[r]->cannot_have_ended()) go_on.push_back(job->rows[r]->seq);
     }
+    // Read while the job still holds its rows (the BatchTick may take them back below).
+    std::vector<std::int64_t> cached(job->rows.size(), -1);
+    if (job->prefill)
+        for (std::size_t r = 0; r < job->rows.size(); ++r) cached[r] = job->rows[r]->cached_tokens;
     s.spare = std::move(job->logits);  // consumed: the buffer may take the next job
     record(s, *job, job_outcome::ok);
     // The BatchTick first: the next step waits for it, the Requests' streaming does not.
@@ -135,6 +148,7 @@ void chip_session_actor::on(cs_sampled& m) {
         token.top.assign(picks.begin() + 1, picks.end());
         token.device_s = device_s;
         token.device_wall_s = wall_s;
+        token.cached_tokens = cached[r];
         (void)requests[r].tell(std::move(token), id());
     }
 }

@@ -9,6 +9,7 @@
 //!   free --run--> filling --submitted--> submitted --job done--> done --> draining --sampled--> free
 //!     ^              |                       |                                 |
 //!     +--- failed ---+------ lost at a device fault (slot freed, job re-run) --+ (draining jobs finish)
+//!     +------------------------------ a prefill chunk (nothing to sample) --- done
 //!
 //! At most `max_inflight` (1 or 2) slots are out of `free`. While the device
 //! runs one slot the host samples the other (draining) and fills the next.

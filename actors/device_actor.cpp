@@ -195,7 +195,16 @@ void_result device_actor::fill_prefill(const job_ptr& job) {
     auto& seq = *job->rows.front();
     const auto& sm = options_.prefill_submodel;
     std::int64_t past = seq.device_len;
+    if (past > 0 && dev_->kv_length(seq.seq) != past) {
+        // Its KV was to come from the prefix cache, and the copy did not happen.
+        past = seq.device_len = 0;
+        seq.cached_tokens = 0;
+    }
     std::int64_t count = std::int64_t(seq.tokens.size()) - past;
+    if (options_.prefill_chunk > 0 && count > options_.prefill_chunk) {
+        count = options_.prefill_chunk;
+        job->partial = true;  // the last token's logits come with a later chunk
+    }
     job->counts[0] = count;
     job->profile = 1;
     if (past == 0) {
@@ -203,7 +212,7 @@ void_result device_actor::fill_prefill(const job_ptr& job) {
         if (auto r = dev_->kv_allocate(seq.seq, seq.kv_tokens); !r) return r;
     }
     if (auto r = dev_->kv_apply(seq.seq, past + count, options_.kv_apply_timeout); !r) return r;
-    std::vector<std::int32_t> tokens(seq.tokens.begin() + past, seq.tokens.end());
+    std::vector<std::int32_t> tokens(seq.tokens.begin() + past, seq.tokens.begin() + past + count);
     std::vector<std::int32_t> positions(static_cast<std::size_t>(count));
     for (std::int64_t i = 0; i < count; ++i) positions[std::size_t(i)] = std::int32_t(past + i);
     job->t_fill = rt().now();
@@ -413,5 +422,21 @@ void device_actor::on(da_reset_step& m) {
 }
 
 void device_actor::on(da_kv_free& m) { (void)dev_->kv_free(m.seq); }
+
+// A prefix cache hit: the new sequence starts as a copy of the cached one's first
+// tokens. When the copy fails (a fault, a reset since), its prefill sees the device
+// holding less than it expects and feeds the whole prompt (fill_prefill).
+void device_actor::on(da_kv_copy& m) {
+    (void)dev_->kv_free(m.dst);  // stale KV from before a reset or preemption, if any
+    void_result r = dev_->kv_allocate(m.dst, m.reserve);
+    if (r) r = dev_->kv_copy(m.src, m.dst, m.tokens);
+    if (!r) {
+        sync_fault_metrics();
+        spdlog::debug("prefix cache copy {} -> {} ({} tokens) failed: {}; prefilling the whole prompt", m.src, m.dst,
+                      m.tokens, r.error().what());
+    }
+}
+
+void device_actor::on(da_kv_keep& m) { (void)dev_->kv_keep(m.seq, m.tokens); }
 
 }  // namespace calserve::actors

@@ -89,6 +89,9 @@ inline constexpr device::seq_id k_golden_sequence = ~device::seq_id{0} - 1;
 
 struct device_actor_options {
     std::string prefill_submodel;
+    // Most tokens one prefill job feeds (runtime.prefill_chunk; 0 = the whole prompt):
+    // a longer prompt is prefilled in chunks that interleave with decode batches.
+    std::int64_t prefill_chunk = 0;
     std::vector<decode_profile> decode_profiles;            // ascending batch; at least batch 1
     // Wait bound of a job: max(wait_timeout, wait_cost_factor x the device's expected
     // completion of it). The floor catches hangs of cheap jobs; the factor gives an
@@ -134,6 +137,8 @@ private:
     void on(da_completed& m);
     void on(da_golden_done& m);
     void on(da_kv_free& m);
+    void on(da_kv_copy& m);
+    void on(da_kv_keep& m);
     void on(da_reset& m);
     void on(da_reset_step& m);
     void on(da_golden_retry& m);

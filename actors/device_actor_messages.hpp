@@ -26,6 +26,16 @@ struct da_golden_done {
 struct da_kv_free {                       // BatchTick: the sequence is gone
     std::uint64_t seq = 0;
 };
+struct da_kv_copy {                       // KvManager: a prefix cache hit (seq copy)
+    std::uint64_t src = 0;
+    std::uint64_t dst = 0;
+    std::int64_t tokens = 0;                 // positions copied
+    std::int64_t reserve = 0;                // dst's reservation (kv_allocate)
+};
+struct da_kv_keep {                       // KvManager: a sequence becomes a cache entry (seq keep)
+    std::uint64_t seq = 0;
+    std::int64_t tokens = 0;
+};
 struct da_reset {                         // control socket or a fault: reset now
     std::string reason;
 };
@@ -38,7 +48,7 @@ struct da_golden_retry {                  // internal: submit the golden job aga
 };
 
 using device_actor_message =
-    std::variant<da_start, da_execute, da_completed, da_golden_done, da_kv_free, da_reset, da_reset_step,
-                 da_golden_retry>;
+    std::variant<da_start, da_execute, da_completed, da_golden_done, da_kv_free, da_kv_copy, da_kv_keep, da_reset,
+                 da_reset_step, da_golden_retry>;
 
 }  // namespace calserve::actors

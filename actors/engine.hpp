@@ -56,6 +56,8 @@ struct generation_request {
     bool ignore_eos = false;
     std::chrono::milliseconds timeout{0};     // 0 = runtime.request_timeout_ms
     output_constraint constraint;
+    // Scopes the prefix cache: requests share cached KV only when their salts are equal.
+    std::string cache_salt;
 };
 
 struct token_logprob {
@@ -76,6 +78,7 @@ const char* to_string(finish_reason r);
 struct usage {
     std::int64_t prompt_tokens = 0;
     std::int64_t completion_tokens = 0;
+    std::int64_t cached_tokens = 0;           // prompt tokens whose KV came from the prefix cache
 };
 
 struct generation_result {

@@ -2,16 +2,23 @@
 
 #include <algorithm>
 
+#include "actors/device_actor.hpp"
 #include "metrics/metrics.hpp"
 #include "config/invariant.hpp"
 
 namespace calserve::actors {
 
 kv_manager_actor::kv_manager_actor(runtime& rt, std::int64_t total_blocks, std::int64_t block_tokens,
-                                   metrics::calserve_metrics* metrics)
-    : actor(rt, "kv_manager"), pool_(total_blocks, block_tokens), metrics_(metrics) {
+                                   metrics::calserve_metrics* metrics, kv_cache_options cache)
+    : actor(rt, "kv_manager"),
+      pool_(total_blocks, block_tokens),
+      cache_options_(cache),
+      cache_(cache.block_tokens),
+      metrics_(metrics) {
     publish();
 }
+
+void kv_manager_actor::wire(address<device_actor> device) { device_ = std::move(device); }
 
 void kv_manager_actor::on_message(kv_manager_message& msg) {
     std::visit(
@@ -21,18 +28,82 @@ void kv_manager_actor::on_message(kv_manager_message& msg) {
             else if constexpr (std::is_same_v<T, kv_grow>) on_grow(m);
             else if constexpr (std::is_same_v<T, kv_extend>) on_extend(m);
             else if constexpr (std::is_same_v<T, kv_release>) on_release(m);
+            else if constexpr (std::is_same_v<T, kv_drop_cache>) on_drop(m);
             else on_expired(m);
         },
         msg);
     CALSERVE_INVARIANT(pool_.conserved(), "KV blocks not conserved");
+    CALSERVE_INVARIANT(pool_.cached_sequences() == cache_.entries(), "cached KV holdings differ from the cache's entries");
     publish();
 }
 
 bool kv_manager_actor::try_grant(kv_reserve& m) {
+    const bool lookup = cache_options_.enabled && m.prefix && !m.prefix->empty();
+    std::optional<prefix_cache::hit> hit;
+    // At least the last prompt token is prefilled: its logits give the first token.
+    if (lookup) hit = cache_.lookup(m.scope, *m.prefix, std::int64_t(m.prefix->size()) - 1);
+    const std::int64_t need = pool_.blocks_for(m.tokens);
+    if (!pool_.try_reserve(m.seq, m.tokens)) {
+        if (!make_room(need, hit ? hit->source : 0)) {
+            // Only the hit's own entry stands in the way: the room matters more than the hit.
+            if (!hit || !make_room(need, 0)) return false;
+            if (!cache_.contains(hit->source)) hit.reset();
+        }
+    }
     auto plan = pool_.try_reserve(m.seq, m.tokens);
     if (!plan) return false;
-    auto committed = pool_.commit(*plan);
-    m.reply(kv_grant{m.seq, committed});
+    kv_grant grant{m.seq, pool_.commit(*plan)};
+    if (grant.outcome && lookup) {
+        if (metrics_) metrics_->prefix_cache_queries.inc(double(m.prefix->size()));
+        if (hit) {
+            // Before the grant: any later free of the entry reaches the device after the copy.
+            (void)device_.tell(da_kv_copy{hit->source, m.seq, hit->tokens, m.tokens}, id());
+            grant.cached_tokens = hit->tokens;
+            hit_tokens_ += hit->tokens;
+            if (metrics_) metrics_->prefix_cache_hits.inc(double(hit->tokens));
+        }
+    }
+    m.reply(std::move(grant));
+    return true;
+}
+
+bool kv_manager_actor::make_room(std::int64_t blocks, sequence_id keep) {
+    if (pool_.free_blocks() >= blocks) return true;
+    std::int64_t evictable = pool_.cached_blocks();
+    if (keep != 0 && pool_.is_cached(keep)) evictable -= pool_.reserved_tokens(keep) / pool_.block_tokens();
+    if (pool_.free_blocks() + evictable < blocks) return false;
+    while (pool_.free_blocks() < blocks) {
+        auto victim = cache_.evict_lru(keep);
+        if (!victim) return false;
+        evict(*victim);
+    }
+    return true;
+}
+
+void kv_manager_actor::evict(sequence_id seq) {
+    cache_.erase(seq);
+    pool_.release(seq);
+    (void)device_.tell(da_kv_free{seq}, id());
+    if (metrics_) metrics_->prefix_cache_evictions.inc();
+}
+
+// A released sequence's device KV becomes a cache entry of its whole cache blocks;
+// false when it does not (nothing whole to keep, or an entry already holds it).
+bool kv_manager_actor::cache_on_release(const kv_release& m) {
+    if (!cache_options_.enabled || !m.cache || !pool_.holds(m.seq) || pool_.is_cached(m.seq)) return false;
+    const std::int64_t block = cache_.block_tokens();
+    const std::int64_t keep = std::int64_t(m.cache->size()) / block * block;
+    if (keep == 0) return false;
+    auto redundant = cache_.insert(m.seq, m.scope, std::vector<prefix_cache::token>(m.cache->begin(), m.cache->begin() + keep));
+    if (std::find(redundant.begin(), redundant.end(), m.seq) != redundant.end()) return false;
+    auto cached = pool_.cache(m.seq, keep);
+    CALSERVE_INVARIANT(cached.ok(), "kv cache: " + (cached ? std::string() : cached.error().what()));
+    (void)device_.tell(da_kv_keep{m.seq, keep}, id());
+    for (auto r : redundant) {
+        pool_.release(r);
+        (void)device_.tell(da_kv_free{r}, id());
+        if (metrics_) metrics_->prefix_cache_evictions.inc();
+    }
     return true;
 }
 
@@ -67,6 +138,8 @@ void kv_manager_actor::on_reserve(kv_reserve& m) {
 
 void kv_manager_actor::on_grow(kv_grow& m) {
     if (m.preempt != 0) pool_.release(m.preempt);
+    if (pool_.holds(m.seq) && !pool_.try_grow(m.seq, m.tokens))
+        (void)make_room(pool_.blocks_for(m.tokens) - pool_.reserved_tokens(m.seq) / pool_.block_tokens(), 0);
     void_result outcome = make_error(status::kv_full, "no free KV block to grow sequence " + std::to_string(m.seq));
     if (auto plan = pool_.try_grow(m.seq, m.tokens)) outcome = pool_.commit_grow(*plan);
     else if (!pool_.holds(m.seq)) outcome = make_error(status::unknown_sequence, "sequence " + std::to_string(m.seq));
@@ -89,7 +162,25 @@ void kv_manager_actor::on_release(const kv_release& m) {
             break;
         }
     }
-    pool_.release(m.seq);
+    if (cache_options_.enabled) {
+        // With the cache on, the KvManager frees released sequences on the device itself,
+        // after any copy it sent from them.
+        if (!cache_on_release(m) && pool_.holds(m.seq)) {
+            pool_.release(m.seq);
+            (void)device_.tell(da_kv_free{m.seq}, id());
+        }
+    } else {
+        pool_.release(m.seq);
+    }
+    serve_waiters();
+}
+
+void kv_manager_actor::on_drop(const kv_drop_cache& m) {
+    for (auto seq : cache_.clear()) {
+        pool_.release(seq);
+        if (m.free_on_device) (void)device_.tell(da_kv_free{seq}, id());
+        if (metrics_) metrics_->prefix_cache_evictions.inc();
+    }
     serve_waiters();
 }
 
@@ -114,6 +205,7 @@ void kv_manager_actor::publish() {
     if (!metrics_) return;
     metrics_->kv_blocks_used.set(double(pool_.used_blocks()));
     metrics_->kv_blocks_capacity.set(double(pool_.total_blocks()));
+    if (cache_options_.enabled) metrics_->prefix_cache_blocks.set(double(pool_.cached_blocks()));
 }
 
 }  // namespace calserve::actors

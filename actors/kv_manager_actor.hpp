@@ -10,7 +10,18 @@
 //! running sequence under on-demand KV) never waits: free blocks or kv_full, and
 //! it goes before waiters (running work first); a preempted sequence's
 //! re-reservation (`front`) waits ahead of new admissions.
-//! Invariant: the pool is conserved after every message (checked).
+//!
+//! Prefix cache (`kv_cache_options::enabled`, actors/prefix_cache.hpp): a released
+//! sequence whose device KV is valid stays as a cache entry of its whole cache
+//! blocks (da_kv_keep), its pool blocks *cached*. A reservation that carries its
+//! tokens looks them up when it is granted; a hit sends da_kv_copy (cached entry ->
+//! the new sequence) to the DeviceActor before the grant, so any later free of
+//! the entry reaches the device after the copy. Entries are evicted least recently
+//! used, and only when a reservation or a grow would otherwise wait or fail, so the
+//! cache never causes a refusal, a wait or a preemption. kv_drop_cache (a device
+//! reset) drops every entry.
+//! Invariant: the pool is conserved after every message, and its cached holdings are
+//! exactly the cache's entries (checked).
 #include <deque>
 #include <optional>
 
@@ -23,17 +34,29 @@ struct calserve_metrics;
 
 namespace calserve::actors {
 
+class device_actor;
+
 inline constexpr std::size_t k_kv_wait_queue = 1024;
+
+struct kv_cache_options {
+    bool enabled = false;
+    std::int64_t block_tokens = 64;  // cache granularity: prefixes are reused in whole blocks of this many tokens
+};
 
 class kv_manager_actor : public actor<kv_manager_actor, kv_manager_message> {
 public:
     kv_manager_actor(runtime& rt, std::int64_t total_blocks, std::int64_t block_tokens,
-                     metrics::calserve_metrics* metrics);
+                     metrics::calserve_metrics* metrics, kv_cache_options cache = {});
+    // Where cache entries are kept, copied and freed (needed when the cache is enabled).
+    void wire(address<device_actor> device);
 
     void on_message(kv_manager_message& msg);
 
     // Read by tests and the soak on the actor's strand (or when idle).
     const kv_pool& pool() const { return pool_; }
+    const prefix_cache& cache() const { return cache_; }
+    bool cache_enabled() const { return cache_options_.enabled; }
+    std::int64_t cache_hits() const { return hit_tokens_; }  // prompt tokens served from cached KV
     std::size_t waiting() const { return waiters_.size(); }
 
 private:
@@ -46,11 +69,21 @@ private:
     void on_extend(const kv_extend& m);
     void on_release(const kv_release& m);
     void on_expired(const kv_wait_expired& m);
+    void on_drop(const kv_drop_cache& m);
     bool try_grant(kv_reserve& m);
+    // Evicts cached entries (least recently used first, never `keep`) until `blocks`
+    // are free; false, evicting nothing, when even every entry would not free them.
+    bool make_room(std::int64_t blocks, sequence_id keep);
+    void evict(sequence_id seq);
+    bool cache_on_release(const kv_release& m);
     void serve_waiters();
     void publish();
 
     kv_pool pool_;
+    kv_cache_options cache_options_;
+    prefix_cache cache_;
+    address<device_actor> device_;
+    std::int64_t hit_tokens_ = 0;
     std::deque<waiter> waiters_;
     metrics::calserve_metrics* metrics_;
 };

@@ -1,16 +1,24 @@
 #pragma once
 //! Messages the KvManager accepts.
 #include <chrono>
+#include <memory>
+#include <vector>
 #include <variant>
 
 #include "actors/runtime/ask.hpp"
 #include "actors/kv_pool.hpp"
+#include "actors/prefix_cache.hpp"
 
 namespace calserve::actors {
 
 struct kv_grant {
+    kv_grant() = default;
+    kv_grant(sequence_id s, void_result o, std::int64_t cached = 0) : seq(s), outcome(std::move(o)), cached_tokens(cached) {}
     sequence_id seq = 0;
     void_result outcome;  // ok, kv_full (deadline passed), context_overflow (never fits), queue_full
+    // A prefix cache hit: the first `cached_tokens` tokens' KV is being copied from a
+    // cached sequence (da_kv_copy, sent before this grant); prefill the rest.
+    std::int64_t cached_tokens = 0;
 };
 // Reserve room for `tokens`; waits (bounded queue, until `deadline`) when full.
 // `full_tokens` (>= tokens) is the most the sequence will ever hold: refused with
@@ -23,6 +31,10 @@ struct kv_reserve {
     reply_to<kv_grant> reply;
     std::int64_t full_tokens = 0;
     bool front = false;
+    // Prefix cache lookup: the tokens the sequence's next prefill feeds from position 0,
+    // and the scope they may be shared in (null: no lookup).
+    std::shared_ptr<const std::vector<prefix_cache::token>> prefix;
+    cache_key scope{};
 };
 // Grow a running sequence's reservation to `tokens`, never waiting: granted from
 // free blocks, else kv_full (the BatchTick then preempts). With `preempt` != 0 that
@@ -38,12 +50,23 @@ struct kv_extend {
     sequence_id seq = 0;
     std::int64_t length = 0;
 };
+// Returns the sequence's blocks. With `cache`, the tokens its device KV holds: their
+// whole cache blocks may stay cached (seq keep) instead of being freed.
 struct kv_release {
+    kv_release() = default;
+    explicit kv_release(sequence_id s, std::shared_ptr<const std::vector<prefix_cache::token>> c = {}, cache_key k = {})
+        : seq(s), cache(std::move(c)), scope(k) {}
     sequence_id seq = 0;
+    std::shared_ptr<const std::vector<prefix_cache::token>> cache;
+    cache_key scope{};
+};
+// The device lost every KV sequence (reset, device_lost): drop the cached ones.
+struct kv_drop_cache {
+    bool free_on_device = false;  // the device still holds them (an operator emptying the cache)
 };
 struct kv_wait_expired {
     sequence_id seq = 0;
 };
-using kv_manager_message = std::variant<kv_reserve, kv_grow, kv_extend, kv_release, kv_wait_expired>;
+using kv_manager_message = std::variant<kv_reserve, kv_grow, kv_extend, kv_release, kv_wait_expired, kv_drop_cache>;
 
 }  // namespace calserve::actors

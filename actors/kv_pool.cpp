@@ -64,9 +64,34 @@ std::int64_t kv_pool::release(sequence_id seq) {
     return blocks;
 }
 
+void_result kv_pool::cache(sequence_id seq, std::int64_t tokens) {
+    auto it = held_.find(seq);
+    if (it == held_.end()) return make_error(status::unknown_sequence, "sequence " + std::to_string(seq));
+    const std::int64_t keep = std::min(it->second.blocks, blocks_for(tokens));
+    free_blocks_ += it->second.blocks - keep;
+    it->second = holding{keep, tokens, true};
+    return {};
+}
+
+bool kv_pool::is_cached(sequence_id seq) const {
+    auto it = held_.find(seq);
+    return it != held_.end() && it->second.cached;
+}
+
+std::int64_t kv_pool::cached_blocks() const {
+    std::int64_t blocks = 0;
+    for (const auto& [seq, h] : held_) blocks += h.cached ? h.blocks : 0;
+    return blocks;
+}
+
+std::size_t kv_pool::cached_sequences() const {
+    return std::size_t(std::count_if(held_.begin(), held_.end(), [](const auto& kv) { return kv.second.cached; }));
+}
+
+// Blocks holding a running sequence's tokens (cached ones are reported on their own).
 std::int64_t kv_pool::used_blocks() const {
     std::int64_t used = 0;
-    for (const auto& [seq, h] : held_) used += blocks_for(h.used_tokens);
+    for (const auto& [seq, h] : held_) used += h.cached ? 0 : blocks_for(h.used_tokens);
     return used;
 }
 

@@ -11,7 +11,11 @@
 //! max_tokens up front and never grows; under on_demand it reserves the prompt
 //! plus a step and grows (docs/decisions.md).
 //!
-//! Invariants: free + sum(reserved) == total; used_tokens(seq) <= reserved
+//! A released sequence may instead stay as a prefix cache entry (`cache`): its
+//! blocks are then *cached*, evictable by the KvManager when KV is needed.
+//!
+//! Invariants: free + sum(reserved) + sum(cached) == total, every block in exactly
+//! one of the three; used_tokens(seq) <= reserved
 //! blocks x block_tokens; a sequence holds at most one reservation.
 #include <cstdint>
 #include <map>
@@ -48,10 +52,17 @@ public:
     void_result extend(sequence_id seq, std::int64_t length);
     // Returns the blocks of `seq`; unknown sequences are ignored. Returns blocks freed.
     std::int64_t release(sequence_id seq);
+    // The sequence's KV becomes a prefix cache entry of `tokens`: it keeps the blocks
+    // holding them, frees the rest, and counts as cached (not reserved by a request).
+    void_result cache(sequence_id seq, std::int64_t tokens);
+    bool is_cached(sequence_id seq) const;
+    std::int64_t cached_blocks() const;
+    std::size_t cached_sequences() const;
 
     std::int64_t total_blocks() const { return total_blocks_; }
     std::int64_t free_blocks() const { return free_blocks_; }
-    std::int64_t reserved_blocks() const { return total_blocks_ - free_blocks_; }
+    // Blocks held by running sequences (cached ones not counted).
+    std::int64_t reserved_blocks() const { return total_blocks_ - free_blocks_ - cached_blocks(); }
     // Blocks actually holding tokens (what calserve_kv_blocks_used reports).
     std::int64_t used_blocks() const;
     std::int64_t block_tokens() const { return block_tokens_; }
@@ -64,6 +75,7 @@ private:
     struct holding {
         std::int64_t blocks = 0;
         std::int64_t used_tokens = 0;
+        bool cached = false;
     };
     std::int64_t total_blocks_;
     std::int64_t block_tokens_;

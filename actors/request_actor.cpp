@@ -77,6 +77,7 @@ void request_actor::on(rq_token& m) {
         life_.transition_to(request_state::decoding);
         t_first_token_ = now;
         device_first_s_ = device_s_;
+        cached_tokens_ = std::max<std::int64_t>(0, m.cached_tokens);
     }
     // TTFT, inter-token and end-to-end latency and requests_total are recorded at the
     // network edge (net/), where the client-visible times are; not here, to count once.
@@ -117,7 +118,7 @@ void request_actor::finish(request_state final_state, finish_reason reason, std:
     deadline_.cancel();
     generation_result result;
     result.reason = reason;
-    result.tokens = {setup_.seq->prompt_len, completion_tokens_};
+    result.tokens = {setup_.seq->prompt_len, completion_tokens_, cached_tokens_};
     if (final_state == request_state::finished && !matcher_.stopped()) {
         auto tail = matcher_.push(decoder_.flush());
         result.tail_text = tail.released + (tail.stopped ? std::string() : matcher_.flush());

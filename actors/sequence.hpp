@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "actors/engine.hpp"
+#include "actors/prefix_cache.hpp"
 #include "model/sampling/params.hpp"
 #include "model/sampling/rng.hpp"
 
@@ -61,6 +62,10 @@ struct sequence_state {
     // Device jobs holding this sequence lost to a fault, in a row (0 after any job that
     // completes); past runtime.max_job_retries the request fails alone.
     int failed_jobs = 0;
+    // Prefix cache: the scope its KV may be shared in (the package and the request's
+    // cache_salt), and how many prompt tokens its first prefill took from cached KV.
+    cache_key scope{};
+    std::int64_t cached_tokens = 0;
 
     std::int64_t generated() const { return std::int64_t(tokens.size()) - prompt_len; }
     std::int64_t pending_tokens() const { return std::int64_t(tokens.size()) - device_len; }

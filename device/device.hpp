@@ -54,6 +54,13 @@ namespace calserve::device {
 
 using timeout = std::chrono::nanoseconds;
 
+// The sequence operations of CalRT's KV adapter beyond allocate/apply/free/clear (a C3
+// extension, docs/device.md "KV sequence operations"). `copy` and `keep` are what KV
+// reuse needs and are implemented; `add`, `div`, `state` and `shift` (position
+// arithmetic, state save/restore, context shift) answer `unsupported`.
+enum class kv_seq_op : std::uint8_t { copy, keep, add, div, state, shift };
+std::string_view to_string(kv_seq_op op);
+
 // Modelled (virtual or real) timestamps of one job, nanoseconds since the device clock's epoch.
 struct job_timing {
     std::int64_t submitted_ns = 0;
@@ -150,6 +157,16 @@ public:
     virtual void_result kv_free(seq_id sequence) = 0;
     virtual void_result kv_clear() = 0;
     virtual kv_usage kv() const = 0;
+    // Seq copy: `dst` (allocated, holding no tokens, not in a job in flight) receives the
+    // first `tokens` positions of `src` (a DRAM-to-DRAM copy on every chip, ordered after
+    // the jobs already submitted). `src` may be a row of a job in flight: the positions
+    // copied are written before it. Capacity for `dst` is applied as kv_apply would.
+    virtual void_result kv_copy(seq_id src, seq_id dst, std::int64_t tokens) = 0;
+    // Seq keep: `sequence` (not in a job in flight) keeps its first `tokens` positions;
+    // the blocks past them go back to the pool.
+    virtual void_result kv_keep(seq_id sequence, std::int64_t tokens) = 0;
+    // add / div / state / shift: `unsupported`, naming the operation (copy and keep: see above).
+    void_result kv_sequence_op_unsupported(kv_seq_op op) const;
     // Tokens the device holds for the sequence, including jobs still in flight (0 if unknown).
     virtual std::int64_t kv_length(seq_id sequence) const = 0;
 };

@@ -45,6 +45,7 @@ namespace calserve::device {
     X(d2h_error, "the job completes with d2h_error; device faulted")                   \
     X(kv_alloc_fail, "kv_allocate()/kv_apply() fail with kv_full")                     \
     X(kv_apply_stall, "kv_apply() stalls delay_ms (bounded by its timeout), kv_full")  \
+    X(kv_copy_fail, "kv_copy() fails with kv_full; the destination stays empty")      \
     X(logits_nan, "the job's logits contain NaN (status ok: the host must check)")     \
     X(slow_infer, "the job's compute takes delay_ms longer")                           \
     X(device_lost, "the job completes with device_lost; every call fails until reset") \

@@ -145,6 +145,23 @@ result<package_spec> package_spec_from_dir(const std::filesystem::path& dir) {
     return package_spec_from(*pkg);
 }
 
+std::string_view to_string(kv_seq_op op) {
+    switch (op) {
+        case kv_seq_op::copy: return "copy";
+        case kv_seq_op::keep: return "keep";
+        case kv_seq_op::add: return "add";
+        case kv_seq_op::div: return "div";
+        case kv_seq_op::state: return "state";
+        case kv_seq_op::shift: return "shift";
+    }
+    return "?";
+}
+
+void_result device::kv_sequence_op_unsupported(kv_seq_op op) const {
+    return make_error(status::unsupported, "KV sequence operation '" + std::string(to_string(op)) +
+                                               "' is not supported (only copy and keep; docs/device.md)");
+}
+
 void_result device::load_package(const std::filesystem::path& dir) {
     auto spec = package_spec_from_dir(dir);
     if (!spec) return spec.error();

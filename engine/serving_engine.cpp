@@ -196,6 +196,7 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
 
     device_actor_options dopt;
     dopt.prefill_submodel = prefill->name;
+    dopt.prefill_chunk = cfg.integer("runtime.prefill_chunk");
     dopt.decode_profiles = profiles;
     dopt.wait_timeout = std::chrono::milliseconds(cfg.integer("device.wait_timeout_ms"));
     dopt.wait_cost_factor = cfg.number("device.wait_cost_factor");
@@ -216,6 +217,7 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
     bopt.kv = cfg.string("runtime.kv_policy") == "reserve" ? kv_policy::reserve : kv_policy::on_demand;
     bopt.kv_step_tokens = cfg.integer("runtime.kv_step_tokens");
     bopt.max_job_retries = int(cfg.integer("runtime.max_job_retries"));
+    bopt.prefix_cache = cfg.boolean("runtime.prefix_cache");
     auto kv_info = spec->kv;
     std::int64_t block_tokens = std::max<std::int64_t>(1, kv_info.block_tokens);
     std::int64_t blocks = kv_info.capacity_tokens() / block_tokens;
@@ -227,7 +229,9 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
 
     auto reg = registry_;
     device_actor_ = spawn<device_actor>(rt, device_, dopt, metrics_);
-    kv_ = spawn<kv_manager_actor>(rt, blocks, block_tokens, metrics_);
+    kv_ = spawn<kv_manager_actor>(rt, blocks, block_tokens, metrics_,
+                                  kv_cache_options{bopt.prefix_cache, cfg.integer("runtime.prefix_cache_block")});
+    cache_identity_ = spec->name + "|" + spec->reference_model_dir.string();
     tick_ = spawn<batch_tick_actor>(rt, bopt, metrics_);
     session_ = spawn<chip_session_actor>(rt, [reg](sequence_id s) { return reg->find(s); }, metrics_);
     sampler_ = spawn<sampler_actor>(rt, sopt, metrics_);
@@ -236,6 +240,7 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
     session_.lock()->set_journal(journal_);
     device_actor_.lock()->wire(session_, kv_);
     tick_.lock()->wire(session_, kv_, device_actor_);
+    kv_.lock()->wire(device_actor_);
     session_.lock()->wire(tick_, device_actor_, sampler_);
     sampler_.lock()->wire(session_);
     (void)device_actor_.tell(da_start{});
@@ -285,6 +290,7 @@ void_result serving_engine::submit(generation_request request, std::shared_ptr<g
     seq->params = std::move(request.sampling);
     seq->rng = model::request_rng(model::request_rng::derive_seed(seq->params.seed, seq->seq));
     seq->arrived = rt_->now();
+    seq->scope = cache_scope(cache_identity_, request.cache_salt);
     if (request.constraint.active()) {
         auto c = make_constraint(request.constraint);
         if (!c) return c.error();
@@ -403,6 +409,8 @@ result<std::unique_ptr<sequence_constraint>> serving_engine::make_constraint(out
 }
 
 void serving_engine::reset_device(std::string reason) { (void)device_actor_.tell(da_reset{std::move(reason)}); }
+
+void serving_engine::clear_prefix_cache() { (void)kv_.tell(kv_drop_cache{true}); }
 
 std::shared_ptr<device::fault_registry> serving_engine::faults() const { return faults_; }
 

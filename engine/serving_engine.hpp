@@ -94,6 +94,8 @@ public:
     // Operations and tests.
     device::device_health device_state() const;
     void reset_device(std::string reason);
+    // Frees every cached sequence's KV (control socket `cache.clear`).
+    void clear_prefix_cache();
     device::device& dev() { return *device_; }
     std::shared_ptr<device::fault_registry> faults() const;
     const kv_manager_actor& kv_manager() const;
@@ -136,6 +138,7 @@ private:
     mutable std::once_flag grammar_once_;
     mutable std::unique_ptr<model::grammar::compile_cache> grammar_cache_;
     std::int64_t max_running_ = 0, max_queued_ = 0, default_timeout_ms_ = 0;
+    std::string cache_identity_;  // the package the prefix cache scope names
     std::atomic<bool> accepting_{true};
     std::atomic<std::uint64_t> next_seq_{0};
     address<batch_tick_actor> tick_;

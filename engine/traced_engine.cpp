@@ -109,6 +109,7 @@ io::trace_submit to_trace(const generation_request& r, std::int64_t t_ns) {
     s.top_k = p.top_k;
     s.seed = p.seed;
     s.ignore_eos = r.ignore_eos;
+    s.cache_salt = r.cache_salt;
     s.timeout_ms = r.timeout.count();
     s.min_p = p.min_p;
     s.presence_penalty = p.presence_penalty;

@@ -51,6 +51,7 @@ json::object to_json(const trace_submit& s) {
                    {"stop", to_array(s.stop)},
                    {"stop_token_ids", to_array(s.stop_token_ids)}};
     if (s.seed) o["seed"] = *s.seed;
+    if (!s.cache_salt.empty()) o["cache_salt"] = s.cache_salt;
     if (s.grammar_kind != 0 || !s.grammar.empty() || s.thinking) {
         o["grammar_kind"] = s.grammar_kind;
         o["grammar"] = s.grammar;
@@ -121,6 +122,7 @@ trace_submit submit_of(const json::object& o) {
     s.top_p = get<double>(o, "top_p");
     s.top_k = get<std::int32_t>(o, "top_k");
     s.seed = get_opt<std::uint64_t>(o, "seed");
+    s.cache_salt = get_opt<std::string>(o, "cache_salt").value_or("");
     s.ignore_eos = get<bool>(o, "ignore_eos");
     s.timeout_ms = get<std::int64_t>(o, "timeout_ms");
     s.min_p = get<double>(o, "min_p");

@@ -59,6 +59,7 @@ struct trace_submit {
     // reasoning budget. Absent in older traces (no constraint).
     std::int32_t grammar_kind = 0;
     std::string grammar;
+    std::string cache_salt;           // prefix cache scope (absent from the record when empty)
     bool thinking = false;
     std::int64_t max_reasoning_tokens = -1;
 };

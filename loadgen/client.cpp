@@ -187,6 +187,7 @@ void on_event(std::string_view data, bench_clock::time_point origin, request_rec
         rec.usage_completion = true;
     }
     if (c.usage_prompt_tokens >= 0) rec.server_prompt_tokens = c.usage_prompt_tokens;
+    if (c.usage_cached_tokens >= 0) rec.cached_tokens = c.usage_cached_tokens;
     if (c.text_events > 0) {
         const double t = seconds_since(origin);
         if (rec.t_first_token < 0) rec.t_first_token = t;

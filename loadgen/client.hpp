@@ -89,6 +89,8 @@ struct request_record {
     std::int64_t max_tokens = 0;
     std::int64_t completion_tokens = 0;  // usage, else token events
     std::int64_t server_prompt_tokens = -1;  // usage.prompt_tokens (-1: not reported); must equal prompt_tokens
+    std::int64_t cached_tokens = -1;         // usage.prompt_tokens_details.cached_tokens (-1: not reported)
+    int turn = 0;                            // --turns: the conversation turn it was (1..), else 0
     bool usage_completion = false;           // completion_tokens came from usage, not chunk counting
     bool saw_done = false;                   // the stream ended with `data: [DONE]`
     std::string finish_reason;

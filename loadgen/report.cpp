@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <numeric>
 
 namespace calserve::loadgen {
 namespace json = boost::json;
@@ -115,6 +116,8 @@ json::object record_json(const request_record& r) {
                    {"t_done", r.t_done},
                    {"token_times", std::move(tokens)}};
     if (r.server_prompt_tokens >= 0) o["server_prompt_tokens"] = r.server_prompt_tokens;
+    if (r.cached_tokens >= 0) o["cached_tokens"] = r.cached_tokens;
+    if (r.turn > 0) o["turn"] = r.turn;
     if (!r.error.empty()) o["error"] = r.error;
     if (r.join_tried) o["server_joined"] = r.joined.has_value();
     if (r.joined) {
@@ -192,6 +195,31 @@ json::object summary_json(const run_summary& s) {
                                      {"mean_latency_s", s.littles.mean_latency_s},
                                      {"predicted_concurrency", s.littles.predicted},
                                      {"ratio", s.littles.ratio}}}};
+}
+
+std::string turn_table(std::span<const request_record> records, const std::string& title) {
+    std::map<int, std::vector<const request_record*>> by_turn;
+    for (const auto& r : records)
+        if (!r.warmup && r.ok && r.turn > 0) by_turn[r.turn].push_back(&r);
+    if (by_turn.empty()) return {};
+    std::string out = "== " + title + ": per turn ==\nturn     n  prompt  TTFT p50 (ms)  TTFT mean (ms)  cached tokens (mean)\n";
+    for (const auto& [turn, recs] : by_turn) {
+        std::vector<double> ttft;
+        double cached = 0, prompt = 0;
+        for (const auto* r : recs) {
+            ttft.push_back(to_ms(ttft_s(*r)));
+            cached += double(std::max<std::int64_t>(0, r->cached_tokens));
+            prompt += double(r->prompt_tokens);
+        }
+        std::sort(ttft.begin(), ttft.end());
+        const double mean = std::accumulate(ttft.begin(), ttft.end(), 0.0) / double(ttft.size());
+        const double p50 = ttft[ttft.size() / 2];
+        char line[160];
+        std::snprintf(line, sizeof line, "%4d %5zu %7.0f %14.1f %15.1f %21.1f\n", turn, recs.size(),
+                      prompt / double(recs.size()), p50, mean, cached / double(recs.size()));
+        out += line;
+    }
+    return out;
 }
 
 std::string summary_table(const run_summary& s, const std::string& title) {

@@ -49,6 +49,8 @@ run_summary summarize_run(std::span<const request_record> records, const slo& s,
 boost::json::object record_json(const request_record& r);
 boost::json::object summary_json(const run_summary& s);
 std::string summary_table(const run_summary& s, const std::string& title);
+// TTFT and cached prompt tokens per conversation turn (--turns); empty without turns.
+std::string turn_table(std::span<const request_record> records, const std::string& title);
 
 // Ratios B / A of the headline figures (mean TTFT, TPOT, e2e, throughputs).
 boost::json::object compare_ratios(const run_summary& a, const run_summary& b);

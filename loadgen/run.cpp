@@ -65,6 +65,25 @@ std::vector<std::vector<std::int64_t>> cut_prompts(const std::vector<std::int64_
     return out;
 }
 
+std::vector<std::vector<std::int64_t>> workload_prompts(const std::vector<std::int64_t>& corpus,
+                                                        const run_options& opt, std::size_t count) {
+    const auto turns = static_cast<std::size_t>(std::max(1, opt.turns));
+    if (turns == 1 && opt.shared_prefix <= 0) return cut_prompts(corpus, opt.prompt_tokens, count, opt.seed);
+    const auto conversations = (count + turns - 1) / turns;
+    const auto histories = cut_prompts(corpus, opt.prompt_tokens * std::int64_t(turns), conversations, opt.seed);
+    std::vector<std::int64_t> prefix;
+    if (opt.shared_prefix > 0) prefix = cut_prompts(corpus, opt.shared_prefix, 1, opt.seed ^ 0x5EEDULL).front();
+    std::vector<std::vector<std::int64_t>> out;
+    out.reserve(count);
+    for (std::size_t i = 0; i < count && !histories.empty(); ++i) {
+        const auto& h = histories[i / turns];
+        auto p = prefix;
+        p.insert(p.end(), h.begin(), h.begin() + std::ptrdiff_t(opt.prompt_tokens * std::int64_t(i % turns + 1)));
+        out.push_back(std::move(p));
+    }
+    return out;
+}
+
 std::string default_corpus_text() {
     return "The harbour town woke slowly in winter. Fishing boats came in before dawn, their decks white with "
            "frost, and the men who worked them spoke little until the first coffee was poured in the cafe by the "
@@ -114,13 +133,19 @@ void one_request(const endpoint& ep, const std::string& label, const run_options
 void run_closed(const endpoint& ep, const std::string& label, const run_options& opt,
                 const std::vector<std::vector<std::int64_t>>& prompts, std::vector<request_record>& recs,
                 bench_clock::time_point origin, progress& prog) {
+    // A worker takes a whole conversation (`turns` consecutive requests) and runs its turns in order.
+    const auto turns = static_cast<std::size_t>(std::max(1, opt.turns));
     std::atomic<std::size_t> next{0};
     std::vector<std::thread> workers;
     const int c = std::max(1, opt.concurrency);
     for (int w = 0; w < c; ++w) {
         workers.emplace_back([&] {
-            for (std::size_t i = next++; i < recs.size(); i = next++)
-                one_request(ep, label, opt, prompts[i % prompts.size()], origin, recs[i], prog);
+            for (std::size_t conv = next++; conv * turns < recs.size(); conv = next++) {
+                for (std::size_t i = conv * turns; i < std::min(recs.size(), (conv + 1) * turns); ++i) {
+                    if (turns > 1) recs[i].turn = int(i % turns) + 1;
+                    one_request(ep, label, opt, prompts[i % prompts.size()], origin, recs[i], prog);
+                }
+            }
         });
     }
     for (auto& t : workers) t.join();

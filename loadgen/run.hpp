@@ -34,6 +34,12 @@ struct run_options {
     std::uint64_t seed = 1;
     std::chrono::milliseconds timeout{600000};
     std::string response_format;    // JSON object text for every request's `response_format`; empty = none
+    // Prefix-reuse workloads: `turns` > 1 makes each group of `turns` requests one
+    // conversation whose turn t re-sends the first t x prompt_tokens tokens of its
+    // history (run in order by one client); `shared_prefix` tokens, the same for every
+    // request, go before each prompt (a shared system prompt).
+    int turns = 1;
+    std::int64_t shared_prefix = 0;
     slo objectives;
 };
 
@@ -51,6 +57,12 @@ std::vector<double> arrival_times(std::size_t n, double rate, arrival_kind kind,
 // (wrapping), so consecutive prompts differ (no prefix-cache flattery).
 std::vector<std::vector<std::int64_t>> cut_prompts(const std::vector<std::int64_t>& corpus, std::int64_t tokens,
                                                    std::size_t count, std::uint64_t seed);
+
+// The prompts of a prefix-reuse workload (see run_options::turns, shared_prefix):
+// `count` prompts; with turns > 1, prompt i is turn i % turns + 1 of conversation
+// i / turns. Without either option this is cut_prompts.
+std::vector<std::vector<std::int64_t>> workload_prompts(const std::vector<std::int64_t>& corpus,
+                                                        const run_options& opt, std::size_t count);
 
 // Built-in English prose used when no --corpus file is given.
 std::string default_corpus_text();

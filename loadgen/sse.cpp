@@ -84,6 +84,9 @@ stream_chunk parse_stream_chunk(std::string_view data) {
             c.usage_completion_tokens = t->get_int64();
         if (const auto* t = u->get_object().if_contains("prompt_tokens"); t != nullptr && t->is_int64())
             c.usage_prompt_tokens = t->get_int64();
+        if (const auto* d = u->get_object().if_contains("prompt_tokens_details"); d != nullptr && d->is_object())
+            if (const auto* t = d->get_object().if_contains("cached_tokens"); t != nullptr && t->is_int64())
+                c.usage_cached_tokens = t->get_int64();
     }
     return c;
 }

@@ -36,6 +36,7 @@ struct stream_chunk {
     std::int64_t text_events = 0;  // choices carrying non-empty text (token arrivals)
     std::int64_t usage_completion_tokens = -1;  // from a usage chunk, else -1
     std::int64_t usage_prompt_tokens = -1;      // from a usage chunk, else -1
+    std::int64_t usage_cached_tokens = -1;      // usage.prompt_tokens_details.cached_tokens, else -1
     std::string finish_reason;
     std::string id;
 };

@@ -113,6 +113,18 @@ calserve_metrics::calserve_metrics(registry& r)
       preemptions_total(r.add_counter("calserve_preemptions_total",
                                       "Running sequences preempted (KV given up, re-prefilled later) for KV room.")
                             .get()),
+      prefix_cache_queries(r.add_counter("calserve_prefix_cache_queries_tokens_total",
+                                         "Prompt tokens looked up in the prefix cache.")
+                               .get()),
+      prefix_cache_hits(r.add_counter("calserve_prefix_cache_hits_tokens_total",
+                                      "Prompt tokens whose KV came from the prefix cache (not prefilled).")
+                            .get()),
+      prefix_cache_blocks(r.add_gauge("calserve_prefix_cache_blocks",
+                                      "KV blocks held by cached sequences (evicted when KV is needed).")
+                              .get()),
+      prefix_cache_evictions(r.add_counter("calserve_prefix_cache_evictions_total",
+                                           "Cached sequences evicted for KV room, replaced, or dropped at a reset.")
+                                 .get()),
       prompt_tokens_total(r.add_counter("calserve_prompt_tokens_total", "Prompt tokens of admitted requests.").get()),
       generation_tokens_total(
           r.add_counter("calserve_generation_tokens_total", "Tokens generated and streamed to clients.").get()),

@@ -169,6 +169,11 @@ struct calserve_metrics {
     histogram& batch_size;                    // live rows per decode job
     counter& batch_padding_rows;              // rows computed beyond the live ones (profile padding)
     counter& preemptions_total;               // sequences whose KV was given up (recompute later)
+    // Prefix cache (actors/prefix_cache.hpp).
+    counter& prefix_cache_queries;            // prompt tokens looked up
+    counter& prefix_cache_hits;               // of them, tokens served from cached KV
+    gauge& prefix_cache_blocks;               // KV blocks held by cached (finished) sequences
+    counter& prefix_cache_evictions;          // cached sequences evicted for room or dropped at a reset
     counter& prompt_tokens_total;             // prompt tokens admitted
     counter& generation_tokens_total;         // tokens generated (sampled and streamed)
     // net/: prompt work on the tokenize pool (net/tokenize_pool.hpp).

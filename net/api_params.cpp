@@ -286,6 +286,11 @@ maybe_error read_control(const json::object& o, api_request& r) {
         r.include_usage = iu && iu->get_bool();
     }
     if (auto e = read_bool(o, "ignore_eos", r.gen.ignore_eos)) return e;
+    if (const auto* salt = field(o, "cache_salt")) {
+        if (!salt->is_string()) return field_error("cache_salt", "expected a string");
+        if (salt->get_string().size() > 1024) return field_error("cache_salt", "longer than 1024 bytes");
+        r.gen.cache_salt = std::string(salt->get_string());
+    }
     std::optional<std::int64_t> timeout_ms;
     if (auto e = read_integer(o, "timeout_ms", 1, 86'400'000, timeout_ms)) return e;
     if (timeout_ms) r.gen.timeout = std::chrono::milliseconds(*timeout_ms);

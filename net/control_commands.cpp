@@ -229,6 +229,7 @@ constexpr command k_commands[] = {
     {"fault.clear", cmd_fault_clear},
     {"fault.list", cmd_fault_list},
     {"device.reset", cmd_void<&control_target::device_reset>},
+    {"cache.clear", cmd_void<&control_target::cache_clear>},
     {"drain", cmd_void<&control_target::drain>},
     {"resume", cmd_void<&control_target::resume>},
     {"stats", cmd_stats},

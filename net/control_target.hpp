@@ -50,6 +50,8 @@ public:
     virtual result<std::size_t> fault_clear(const fault_clear_request& request) = 0; // -> entries removed
     virtual std::vector<fault_entry> fault_list() = 0;
     virtual void_result device_reset() = 0;
+    // Empties the prefix cache (cached sequences' KV freed on the device).
+    virtual void_result cache_clear() { return make_error(status::unsupported, "this daemon has no prefix cache"); }
     virtual void_result drain() = 0;
     virtual void_result resume() = 0;
     // A JSON object (text) of the daemon's counters and states.

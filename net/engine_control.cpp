@@ -92,6 +92,15 @@ void_result engine_control::device_reset() {
     return {};
 }
 
+void_result engine_control::cache_clear() {
+    // A recorded run's cache state is part of the run: only inputs the trace records may change it.
+    if (traced_) return make_error(status::unsupported, "cache.clear is not recorded in traces: not on a recordable daemon");
+    auto e = engine();
+    if (!e) return make_error(status::not_ready, "no model is serving");
+    e->clear_prefix_cache();
+    return {};
+}
+
 void_result engine_control::drain() {
     if (traced_)
         traced_->drain();

@@ -52,6 +52,7 @@ public:
     result<std::size_t> fault_clear(const fault_clear_request& request) override;
     std::vector<fault_entry> fault_list() override;
     void_result device_reset() override;
+    void_result cache_clear() override;
     void_result drain() override;
     void_result resume() override;
     result<std::string> stats() override;

@@ -49,7 +49,8 @@ json::array byte_array(std::string_view s) {
 json::object usage_json(const actors::usage& u) {
     return json::object{{"prompt_tokens", u.prompt_tokens},
                         {"completion_tokens", u.completion_tokens},
-                        {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+                        {"total_tokens", u.prompt_tokens + u.completion_tokens},
+                        {"prompt_tokens_details", json::object{{"cached_tokens", u.cached_tokens}}}};
 }
 }  // namespace
 

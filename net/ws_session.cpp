@@ -209,7 +209,8 @@ void ws_session::end_stream(std::uint64_t key, const actors::generation_result* 
     } else {
         json::object usage{{"prompt_tokens", r->tokens.prompt_tokens},
                            {"completion_tokens", r->tokens.completion_tokens},
-                           {"total_tokens", r->tokens.prompt_tokens + r->tokens.completion_tokens}};
+                           {"total_tokens", r->tokens.prompt_tokens + r->tokens.completion_tokens},
+                           {"prompt_tokens_details", json::object{{"cached_tokens", r->tokens.cached_tokens}}}};
         const bool calls = st.parser && st.parser->tool_calls() > 0 && r->reason == actors::finish_reason::stop;
         json::object o{{"type", "done"},
                        {"id", st.client_id},

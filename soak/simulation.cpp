@@ -246,6 +246,7 @@ void simulation::submit(const io::trace_submit& s, const std::optional<consumer_
     r.sampling.top_k = s.top_k;
     r.sampling.seed = s.seed;
     r.ignore_eos = s.ignore_eos;
+    r.cache_salt = s.cache_salt;
     r.timeout = std::chrono::milliseconds(s.timeout_ms);
     r.sampling.min_p = float(s.min_p);
     r.sampling.presence_penalty = float(s.presence_penalty);
@@ -415,6 +416,14 @@ void simulation::finish(double limit_s) {
         if (auto r = e->kv_manager().pool().reserved_blocks(); r != 0)
             violation(std::to_string(r) + " KV blocks still reserved at the end");
         if (e->batch_tick().sequences() != 0) violation("BatchTick still holds sequences at the end");
+        // Every block is free, reserved or cached, never two; the cached ones are exactly
+        // the prefix cache's entries, whose index names only live entries.
+        const auto& kv = e->kv_manager();
+        if (!kv.pool().conserved()) violation("KV blocks not conserved at the end");
+        if (kv.pool().cached_sequences() != kv.cache().entries())
+            violation("cached KV holdings differ from the prefix cache's entries");
+        if (!kv.cache().consistent()) violation("prefix cache index inconsistent at the end");
+        report_.cache_hit_tokens += std::uint64_t(kv.cache_hits());
         report_.device_resets += e->device_resets();
         report_.preemptions += e->batch_tick().preemptions();
     }

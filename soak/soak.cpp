@@ -2,6 +2,7 @@
 #include "soak/soak.hpp"
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <map>
 #include <ostream>
@@ -21,6 +22,10 @@ struct plan {
     double greedy_share = 0, cancel_share = 0, deadline_share = 0, eos_share = 0;
     double disconnect_share = 0, slow_share = 0;  // clients that vanish mid-stream / read slowly
     double mean_fault_gap_s = 0;   // mean time between fault arms
+    // KV reuse, drawn from a generator of its own so the rest of a seed's plan and
+    // requests stay as they were: the share of prompts that start with one of a few
+    // shared stems (prefix cache hits), and the prefill chunk.
+    double stem_share = 0;
     std::vector<std::string> overrides;
 };
 
@@ -70,6 +75,22 @@ plan make_plan(std::mt19937_64& rng) {
     return p;
 }
 
+// The KV-reuse part of a plan: cache-heavy (most prompts share stems) or light, the
+// prefix cache in 16-token blocks (so short soak prompts hit) or off, prefill chunks.
+void add_reuse_plan(plan& p, std::uint64_t seed) {
+    std::mt19937_64 rng(seed * 0xD1B54A32D192ED03ull + 7);
+    auto pick = [&](std::initializer_list<int> xs) { return *(xs.begin() + rng() % xs.size()); };
+    p.stem_share = pick({0, 1, 2, 3}) / 4.0 + 0.2;
+    const bool cache = rng() % 5 != 0;
+    p.overrides.push_back(std::string("runtime.prefix_cache=") + (cache ? "true" : "false"));
+    p.overrides.push_back("runtime.prefix_cache_block=16");
+    p.overrides.push_back("runtime.prefill_chunk=" + std::to_string(pick({0, 8, 24, 512})));
+    // A capped KV keeps room for the longest prompt with a whole stem (40 tokens, 3 blocks).
+    for (auto& o : p.overrides)
+        if (o.starts_with("runtime.kv_blocks=") && o != "runtime.kv_blocks=0")
+            o = "runtime.kv_blocks=" + std::to_string(std::stoi(o.substr(18)) + 3);
+}
+
 void print_plan(const plan& p, const soak_options& o, std::ostream& out) {
     out << "soak: seed=" << o.seed << " duration=" << double(o.duration_ns) / 1e9 << "s "
         << (o.package_dir.empty() ? "model=" + o.model_dir.string() : "package=" + o.package_dir.string())
@@ -78,6 +99,7 @@ void print_plan(const plan& p, const soak_options& o, std::ostream& out) {
         << " greedy_share=" << p.greedy_share << " cancel_share=" << p.cancel_share
         << " deadline_share=" << p.deadline_share << " eos_share=" << p.eos_share
         << " disconnect_share=" << p.disconnect_share << " slow_share=" << p.slow_share
+        << " stem_share=" << p.stem_share
         << " mean_fault_gap_s=" << p.mean_fault_gap_s << "\n  config:";
     for (const auto& ov : p.overrides) out << " " << ov;
     out << std::endl;  // long runs: show the plan before the hours of work
@@ -95,7 +117,11 @@ class traffic {
 public:
     traffic(const plan& p, std::uint64_t seed, std::int64_t duration_ns, std::int64_t vocab)
         : p_(p), rng_(seed * 0x9E3779B97F4A7C15ull + 1), duration_(duration_ns),
-          vocab_(std::min<std::int64_t>(vocab, 150000)), burst_rng_(seed * 0xBF58476D1CE4E5B9ull + 11) {
+          vocab_(std::min<std::int64_t>(vocab, 150000)), burst_rng_(seed * 0xBF58476D1CE4E5B9ull + 11),
+          stem_rng_(seed * 0x94D049BB133111EBull + 5) {
+        // Three stems: a shared system prompt, two agents.
+        for (auto& stem : stems_)
+            for (int i = 0; i < k_stem_tokens; ++i) stem.push_back(std::int32_t(stem_rng_() % std::uint64_t(vocab_)));
         next_arrival_ = gap(p_.mean_burst_gap_s * 1e9);
         burst_left_ = between(1, p_.max_burst);
         next_arm_ = gap(p_.mean_fault_gap_s * 1e9);
@@ -148,6 +174,13 @@ private:
         s.id = std::to_string(++requests_).insert(0, 1, 'r');
         auto len = between(1, p_.max_prompt);
         for (std::int64_t i = 0; i < len; ++i) s.prompt.push_back(std::int32_t(between(0, vocab_ - 1)));
+        // A prompt that starts with 16-40 tokens of a stem, then its own tokens (drawn as
+        // before: the main generator advances exactly as without stems).
+        if (double(stem_rng_() % 1000) / 1000.0 < p_.stem_share) {
+            const auto& stem = stems_[stem_rng_() % stems_.size()];
+            const auto shared = std::ptrdiff_t(16 + stem_rng_() % (k_stem_tokens - 15));
+            s.prompt.insert(s.prompt.begin(), stem.begin(), stem.begin() + shared);
+        }
         s.max_tokens = between(1, p_.max_new);
         s.ignore_eos = unit() >= p_.eos_share;
         if (unit() >= p_.greedy_share) {
@@ -202,6 +235,9 @@ private:
     std::multimap<std::int64_t, std::string> cancels_;
     std::mt19937_64 burst_rng_;
     std::multimap<std::int64_t, std::string> burst_ends_;  // clear time -> point of a fault burst
+    static constexpr int k_stem_tokens = 40;
+    std::mt19937_64 stem_rng_;
+    std::array<std::vector<std::int32_t>, 3> stems_;
     bool cleared_ = false;
 };
 
@@ -265,7 +301,8 @@ void print_report(const sim_report& r, std::ostream& out) {
     out << "soak: submitted=" << r.submitted << " rejected=" << r.rejected << " cancels=" << r.cancels
         << " slow_consumers=" << r.slow_consumers << " slow_cancels=" << r.slow_cancels
         << " fault_arms=" << r.arms << " faults_fired=" << r.faults_fired << " device_resets=" << r.device_resets
-        << " preemptions=" << r.preemptions << " dead_episodes=" << r.dead_episodes
+        << " preemptions=" << r.preemptions << " cache_hit_tokens=" << r.cache_hit_tokens
+        << " dead_episodes=" << r.dead_episodes
         << " operator_resets=" << r.operator_resets << "\n  finished: stop=" << r.finished[0] << " length=" << r.finished[1] << " cancelled=" << r.finished[2]
         << " timeout=" << r.finished[3] << " error=" << r.finished[4] << " greedy_checked=" << r.greedy_checked
         << " messages=" << r.messages << " virtual_s=" << double(r.end_ns) / 1e9 << "\n";
@@ -319,6 +356,7 @@ result<std::int64_t> parse_duration_ns(const std::string& text) {
 result<soak_outcome> run_soak(const soak_options& o, std::ostream& out) {
     std::mt19937_64 rng(o.seed);
     plan p = make_plan(rng);
+    add_reuse_plan(p, o.seed);
     print_plan(p, o, out);
     soak_outcome outcome;
     if (!o.trace_path.empty()) {

@@ -116,7 +116,8 @@ struct target {
 void run_targets(std::vector<target>& targets, const b::run_options& opt,
                  const std::vector<std::vector<std::int64_t>>& prompts, b::progress& prog) {
     const auto origin = b::bench_clock::now();
-    const int rounds = targets.size() > 1 ? 2 : 1;
+    // Conversations are cached by the servers: a second round would replay them warm.
+    const int rounds = targets.size() > 1 && opt.turns <= 1 ? 2 : 1;
     for (int round = 0; round < rounds; ++round) {
         const int measured = rounds == 1 ? opt.requests : (round == 0 ? opt.requests / 2 : opt.requests - opt.requests / 2);
         for (auto& t : targets) {
@@ -173,6 +174,7 @@ std::optional<std::vector<b::run_summary>> report(const bench_cli& cli, std::vec
         sums.push_back(b::summarize_run(t.records, cli.opt.objectives, cli.opt.seed));
         summary[t.label] = b::summary_json(sums.back());
         table += b::summary_table(sums.back(), title_of(cli, t.label, cell));
+        table += b::turn_table(t.records, title_of(cli, t.label, cell));
         if (i < cli.server_logs.size()) {
             const auto clocks = b::summarize_clocks(t.records, cli.opt.seed);
             summary[t.label].as_object()["clocks"] = b::clocks_json(clocks);
@@ -298,7 +300,9 @@ std::vector<cell> plan_cells(const bench_cli& cli, const std::optional<b::sweep_
 // Runs one cell against every target; false when its files cannot be written.
 bool run_cell(const bench_cli& cli, const cell& c, const std::vector<std::int64_t>& corpus,
               std::vector<target>& targets, std::vector<b::sweep_row>& rows, bool& failures) {
-    const auto prompts = b::cut_prompts(corpus, c.opt.prompt_tokens, 64, c.opt.seed);
+    const bool reuse = c.opt.turns > 1 || c.opt.shared_prefix > 0;
+    const auto prompts =
+        b::workload_prompts(corpus, c.opt, reuse ? std::size_t(c.opt.warmup + c.opt.requests) : 64);
     for (auto& t : targets) t.records.clear();
     b::progress prog;
     prog.total = static_cast<int>(targets.size()) * (c.opt.warmup + c.opt.requests);
@@ -380,6 +384,11 @@ int run_bench(bench_cli& cli) {
         return 2;
     }
     opt.prompt_tokens = *ptok;
+    if (opt.turns > 1 && (opt.arrival != b::arrival_kind::closed || opt.requests % opt.turns != 0 ||
+                          opt.warmup % opt.turns != 0)) {
+        std::cerr << "calserve bench: --turns needs --concurrency and --requests, --warmup multiples of the turns\n";
+        return 2;
+    }
     std::vector<target> targets;
     const auto context = probe_targets(cli, targets);
     if (!context) return 2;
@@ -390,7 +399,7 @@ int run_bench(bench_cli& cli) {
         return 2;
     }
     std::int64_t longest = 1;
-    for (const auto& c : cells) longest = std::max(longest, c.opt.prompt_tokens);
+    for (const auto& c : cells) longest = std::max(longest, c.opt.prompt_tokens * c.opt.turns + c.opt.shared_prefix);
     const auto text = corpus_text(cli);
     if (!text) return 2;
     const auto encode = prompt_encoder(cli, targets.front());
@@ -437,6 +446,13 @@ const bool registered = register_command("bench", "load-test an OpenAI-compatibl
             auto j = boost::json::parse(v, ec);
             return !ec && j.is_object() ? std::string() : std::string("--response-format: expected a JSON object");
         });
+    app.add_option("--turns", cli->opt.turns,
+                   "conversations of N turns: turn t re-sends t x --prompt-tokens of history (closed loop; "
+                   "--requests and --warmup count turns, multiples of N)")
+        ->check(CLI::Range(1, 1000));
+    app.add_option("--shared-prefix-tokens", cli->opt.shared_prefix,
+                   "the same N tokens before every prompt (a shared system prompt)")
+        ->check(CLI::Range(0, 1 << 20));
     app.add_option("--context", cli->opt.context, "usable context (default: max_model_len from /v1/models)");
     app.add_option("--corpus", cli->corpus_file, "text file to cut prompts from (default: built-in prose)");
     app.add_option("--slo-ttft-ms", cli->slo_ttft_ms, "goodput SLO on time to first token");

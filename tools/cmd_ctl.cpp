@@ -54,6 +54,7 @@ struct subcommands {
     CLI::App* fault_list;
     CLI::App* fault_clear;
     CLI::App* device_reset;
+    CLI::App* cache_clear;
     CLI::App* drain;
     CLI::App* resume;
     CLI::App* stats;
@@ -86,6 +87,9 @@ subcommands add_subcommands(CLI::App& app, ctl_options& o) {
     auto* device = app.add_subcommand("device", "device actions");
     device->require_subcommand(1);
     s.device_reset = device->add_subcommand("reset", "reset the device (in-flight requests are re-prefilled)");
+    auto* cache = app.add_subcommand("cache", "prefix cache actions");
+    cache->require_subcommand(1);
+    s.cache_clear = cache->add_subcommand("clear", "free every cached sequence's KV");
     s.drain = app.add_subcommand("drain", "stop admitting work; /ready turns false");
     s.resume = app.add_subcommand("resume", "admit work again after drain");
     s.stats = app.add_subcommand("stats", "print the daemon's counters and states");
@@ -139,6 +143,7 @@ std::optional<json::object> build_command(const subcommands& s, const ctl_option
         return c;
     }
     if (s.device_reset->parsed()) return json::object{{"cmd", "device.reset"}};
+    if (s.cache_clear->parsed()) return json::object{{"cmd", "cache.clear"}};
     if (s.drain->parsed()) return json::object{{"cmd", "drain"}};
     if (s.resume->parsed()) return json::object{{"cmd", "resume"}};
     if (s.stats->parsed()) return json::object{{"cmd", "stats"}};
@@ -205,6 +210,7 @@ void print_result(const std::string& cmd, const json::value& result) {
     else if (cmd == "fault.list") print_fault_list(r.at("faults").as_array());
     else if (cmd == "fault.clear") std::cout << "cleared " << text_of(r.at("cleared")) << "\n";
     else if (cmd == "device.reset") std::cout << "device reset started\n";
+    else if (cmd == "cache.clear") std::cout << "prefix cache emptied\n";
     else if (cmd == "drain") std::cout << "draining: no new work admitted\n";
     else if (cmd == "resume") std::cout << "resumed: admitting work\n";
     else if (cmd == "trace.start") std::cout << "tracing\n";

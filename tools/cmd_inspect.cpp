@@ -132,6 +132,12 @@ void print_latency(const dev::package_spec& s, const dev::sim::latency_constants
         const std::string label = "prefill " + std::to_string(n) + " tokens";
         print_step(label.c_str(), m.step(dev::submodel_kind::prefill, n, 0));
     }
+    // KV sequence operations (C3 extension; docs/device.md): a prefix cache hit is a seq copy.
+    const std::int64_t copied = std::min<std::int64_t>(2048, ctx);
+    const std::string copy_label = "kv_copy " + std::to_string(copied) + " tokens";
+    std::printf("  %-28s %9.3f ms  (seq copy: KV bytes read + written / DRAM bw; prefill of them %.3f ms)\n",
+                copy_label.c_str(), m.kv_copy_ms(copied), m.step(dev::submodel_kind::prefill, copied, 0).total_ms);
+    std::printf("  %-28s copy, keep (add, div, state, shift: unsupported)\n", "KV sequence operations");
     std::uint64_t logits = 0;
     if (const auto* d = s.first_of(dev::submodel_kind::decode))
         for (const auto& t : d->outputs) logits += t.bytes;

@@ -27,6 +27,14 @@ struct options {
 
 constexpr std::uint32_t k_batches[] = {1, 2, 4, 8, 16};
 
+// Tokens of cached (finished) sequences the package's KV region keeps beside `rows`
+// running sequences of `context` tokens each (the prefix cache's room: docs/device.md,
+// "KV sequence operations"; a hit copies them with seq copy).
+std::uint64_t cached_beside(const pkg::package& p, std::uint64_t rows, std::uint64_t context) {
+    const std::uint64_t region = std::uint64_t{p.kv.context} * p.kv.batch;
+    return region > rows * context ? region - rows * context : 0;
+}
+
 std::string gib(std::uint64_t b) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(b) / (1ull << 30));
@@ -68,7 +76,8 @@ json::object to_json(const pkg::package& p, const pkg::capacity_plan& plan, cons
         profiles.push_back(json::object{{"batch", f.sub->batch}, {"submodel", f.sub->name}, {"max_context", f.max_context},
                                         {"usable_context", f.usable_context}, {"kv_tokens_per_row", f.kv_tokens_per_row}});
     return {{"package", p.root.string()}, {"batch", plan.batch}, {"context", plan.context},
-            {"kv_dtype", pkg::to_string(kv)}, {"fits", plan.fits}, {"chips", std::move(chips)},
+            {"kv_dtype", pkg::to_string(kv)}, {"fits", plan.fits},
+            {"prefix_cache_tokens", cached_beside(p, plan.batch, plan.context)}, {"chips", std::move(chips)},
             {"max_context_by_batch", std::move(table)}, {"decode_profiles", std::move(profiles)}};
 }
 
@@ -88,6 +97,8 @@ void print_text(const pkg::package& p, const pkg::capacity_plan& plan, const pkg
         std::cout << "  batch " << batch << ": " << fit << " tokens (usable with this calbin: " << std::min(fit, p.context)
                   << ")\n";
     }
+    std::cout << "prefix cache (seq copy / seq keep): the KV region keeps " << cached_beside(p, plan.batch, plan.context)
+              << " cached tokens beside " << plan.batch << " running sequences of " << plan.context << " tokens\n";
     std::cout << "decode profiles (largest context at which the batch fits; the package's KV region of " << p.kv.batch
               << " x " << p.kv.context << " tokens shared by busy rows):\n";
     for (const auto& f : profile_fits(p, l, kv))

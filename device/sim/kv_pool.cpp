@@ -1,6 +1,7 @@
 // KV block accounting (see kv_pool.hpp).
 #include "device/sim/kv_pool.hpp"
 
+#include <algorithm>
 #include <string>
 
 namespace calserve::device::sim {
@@ -39,6 +40,16 @@ void_result kv_pool::apply(seq_id seq, std::int64_t total_tokens) {
                                                " more blocks, " + std::to_string(blocks_total_ - blocks_used_) + " free");
     it->second += need;
     blocks_used_ += need;
+    return {};
+}
+
+void_result kv_pool::keep(seq_id seq, std::int64_t tokens) {
+    auto it = seqs_.find(seq);
+    if (it == seqs_.end()) return make_error(status::unknown_sequence, "KV sequence " + std::to_string(seq));
+    const std::int64_t extra = it->second - blocks_for(std::max<std::int64_t>(0, tokens));
+    if (extra <= 0) return {};
+    it->second -= extra;
+    blocks_used_ -= extra;
     return {};
 }
 

@@ -23,6 +23,8 @@ public:
     bool can_allocate(std::int64_t tokens) const;
     void_result allocate(seq_id seq, std::int64_t reserve_tokens);
     void_result apply(seq_id seq, std::int64_t total_tokens);
+    // Shrinks a sequence to the blocks holding `tokens` (never grows it).
+    void_result keep(seq_id seq, std::int64_t tokens);
     void_result free(seq_id seq);
     void clear();
 

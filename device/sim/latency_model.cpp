@@ -68,6 +68,12 @@ double latency_model::attention_flops(std::int64_t tokens, std::int64_t past) co
            (static_cast<double>(past) + (t + 1.0) / 2.0);
 }
 
+double latency_model::kv_copy_ms(std::int64_t tokens) const {
+    const double chips = static_cast<double>(std::max<std::uint32_t>(1, spec_.chip_count));
+    const double bytes = static_cast<double>(spec_.kv.bytes_per_token()) * static_cast<double>(tokens) / chips;
+    return bytes_ms(2.0 * bytes, c_.dram_gbps);
+}
+
 step_breakdown latency_model::finish(step_breakdown b) const {
     b.weights_ms = bytes_ms(b.weight_bytes, c_.dram_gbps);
     b.kv_ms = bytes_ms(b.kv_bytes, c_.dram_gbps);

@@ -72,6 +72,8 @@ public:
     double h2d_ms(std::uint64_t bytes) const;
     double d2h_ms(std::uint64_t bytes) const;
     double configure_ms() const;
+    // A seq copy of `tokens` positions: their KV bytes read and written in DRAM, per chip.
+    double kv_copy_ms(std::int64_t tokens) const;
     // Fraction of parameter bytes a step over `tokens` tokens reads (1 for dense).
     double active_weight_fraction(std::int64_t tokens) const;
     // Parameter count the shape implies (for FLOPs); 0 when the shape is unknown.

@@ -112,6 +112,8 @@ public:
     void_result kv_apply(seq_id sequence, std::int64_t total_tokens, timeout limit) override;
     void_result kv_free(seq_id sequence) override;
     void_result kv_clear() override;
+    void_result kv_copy(seq_id src, seq_id dst, std::int64_t tokens) override;
+    void_result kv_keep(seq_id sequence, std::int64_t tokens) override;
     kv_usage kv() const override;
     std::int64_t kv_length(seq_id sequence) const override;
 

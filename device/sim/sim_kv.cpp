@@ -91,6 +91,63 @@ void_result sim_device::kv_clear() {
     return {};
 }
 
+// Seq copy: capacity for `dst` as kv_apply takes it, the copy priced as DRAM traffic on
+// the compute engine (it runs between jobs), the numbers copied behind queued compute.
+void_result sim_device::kv_copy(seq_id src, seq_id dst, std::int64_t tokens) {
+    {
+        std::lock_guard lock(mutex_);
+        if (auto r = check_usable(true); !r) return r;
+        if (src == dst) return make_error(status::invalid_argument, "kv_copy: source and destination are one sequence");
+        if (!kv_->contains(src)) return make_error(status::unknown_sequence, "KV sequence " + std::to_string(src));
+        if (!kv_->contains(dst)) return make_error(status::unknown_sequence, "KV sequence " + std::to_string(dst));
+        if (tokens <= 0 || tokens > seq_length_[src])
+            return make_error(status::invalid_argument, "kv_copy: sequence " + std::to_string(src) + " holds " +
+                                                            std::to_string(seq_length_[src]) + " tokens, not " +
+                                                            std::to_string(tokens));
+        if (seq_length_[dst] != 0)
+            return make_error(status::invalid_argument, "kv_copy: sequence " + std::to_string(dst) + " is not empty");
+        for (const auto& j : in_flight_)
+            if (std::find(j->rows.begin(), j->rows.end(), dst) != j->rows.end())
+                return make_error(status::invalid_argument, "kv_copy: sequence " + std::to_string(dst) + " has a job in flight");
+        if (options_.faults->check(fault_point::kv_copy_fail, kv_site(spec_.chip_count, dst)))
+            return make_error(status::kv_full, "injected kv_copy_fail");
+        if (auto r = kv_->apply(dst, tokens); !r) return r;
+        seq_length_[dst] = tokens;
+        const std::int64_t now = options_.scheduler->now().count();
+        const auto copy_ns = std::int64_t(latency_->kv_copy_ms(tokens) * 1e6);
+        compute_free_ns_ = std::max(now, compute_free_ns_) + copy_ns;
+        compute_busy_ns_ += copy_ns;
+    }
+    post_model_task([this, src, dst, tokens] {
+        std::lock_guard model_lock(model_mutex_);
+        (void)model_->copy_prefix(src, dst, tokens);
+    });
+    return {};
+}
+
+void_result sim_device::kv_keep(seq_id sequence, std::int64_t tokens) {
+    {
+        std::lock_guard lock(mutex_);
+        if (auto r = check_usable(false); !r) return r;
+        if (!kv_->contains(sequence)) return make_error(status::unknown_sequence, "KV sequence " + std::to_string(sequence));
+        if (tokens < 0 || tokens > seq_length_[sequence])
+            return make_error(status::invalid_argument, "kv_keep: sequence " + std::to_string(sequence) + " holds " +
+                                                            std::to_string(seq_length_[sequence]) + " tokens, not " +
+                                                            std::to_string(tokens));
+        for (const auto& j : in_flight_)
+            if (std::find(j->rows.begin(), j->rows.end(), sequence) != j->rows.end())
+                return make_error(status::invalid_argument, "kv_keep: sequence " + std::to_string(sequence) +
+                                                                " has a job in flight");
+        if (auto r = kv_->keep(sequence, tokens); !r) return r;
+        seq_length_[sequence] = tokens;
+    }
+    post_model_task([this, sequence, tokens] {
+        std::lock_guard model_lock(model_mutex_);
+        (void)model_->truncate(sequence, tokens);
+    });
+    return {};
+}
+
 kv_usage sim_device::kv() const {
     std::lock_guard lock(mutex_);
     return kv_ ? kv_->usage() : kv_usage{};

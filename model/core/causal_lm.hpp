@@ -57,6 +57,18 @@ public:
     }
     // Number of tokens cached for `seq` (0 if unknown).
     virtual std::int64_t sequence_length(seq_id seq) const = 0;
+    // Seq copy: `dst` (unknown or empty) receives the first `tokens` positions of
+    // `src`'s KV state, bit for bit, so appending to `dst` computes exactly what a
+    // prefill of those tokens would have left. `src` is unchanged.
+    virtual void_result copy_prefix(seq_id src, seq_id dst, std::int64_t tokens) {
+        (void)src, (void)dst, (void)tokens;
+        return make_error(status::unsupported, "this model cannot copy KV between sequences");
+    }
+    // Seq keep: `seq` keeps its first `tokens` positions (<= its length) and forgets the rest.
+    virtual void_result truncate(seq_id seq, std::int64_t tokens) {
+        (void)seq, (void)tokens;
+        return make_error(status::unsupported, "this model cannot truncate a sequence's KV");
+    }
     // Drops a sequence's KV state; unknown ids are ignored.
     virtual void free_sequence(seq_id seq) = 0;
     virtual void free_all() = 0;

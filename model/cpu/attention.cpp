@@ -34,6 +34,34 @@ void kv_cache::store(std::int64_t layer, std::int64_t pos, std::int64_t kv_head,
     for (std::int64_t d = 0; d < head_dim_; ++d) values[d] = f32_to_bf16(v[d]);
 }
 
+void kv_cache::copy_prefix(const kv_cache& src, std::int64_t positions) {
+    kv_heads_ = src.kv_heads_;
+    head_dim_ = src.head_dim_;
+    head_stride_ = src.head_stride_;
+    const auto pages = static_cast<std::size_t>((positions + k_kv_page_tokens - 1) / k_kv_page_tokens);
+    pages_.assign(src.pages_.size(), {});
+    for (std::size_t l = 0; l < src.pages_.size(); ++l)
+        for (std::size_t p = 0; p < pages && p < src.pages_[l].size(); ++p) pages_[l].push_back(src.pages_[l][p]);
+    truncate(positions);
+}
+
+void kv_cache::truncate(std::int64_t positions) {
+    const auto keep = static_cast<std::size_t>((positions + k_kv_page_tokens - 1) / k_kv_page_tokens);
+    const std::int64_t used = positions % k_kv_page_tokens;  // positions in the last kept page (0: it is full)
+    for (auto& layer : pages_) {
+        if (layer.size() > keep) layer.resize(keep);
+        if (used == 0 || layer.size() < keep) continue;
+        kv_element* base = layer[keep - 1].data();
+        for (std::int64_t h = 0; h < kv_heads_; ++h) {
+            kv_element* keys = base + h * head_dim_ * k_kv_page_tokens;
+            for (std::int64_t d = 0; d < head_dim_; ++d)
+                std::fill(keys + d * k_kv_page_tokens + used, keys + (d + 1) * k_kv_page_tokens, kv_element{0});
+            kv_element* values = base + (kv_heads_ * head_dim_ + h * head_stride_) * k_kv_page_tokens;
+            std::fill(values + used * head_stride_, values + k_kv_page_tokens * head_stride_, kv_element{0});
+        }
+    }
+}
+
 std::int64_t kv_cache::bytes() const {
     std::int64_t pages = 0;
     for (const auto& layer : pages_) pages += static_cast<std::int64_t>(layer.size());

@@ -57,6 +57,12 @@ public:
     // Stores the key and value of one KV head at `pos` (< capacity()).
     void store(std::int64_t layer, std::int64_t pos, std::int64_t kv_head, const float* k, const float* v);
 
+    // Becomes the first `positions` of `src` (pages past them not allocated; the rest of
+    // the last page zero, as a fresh page is).
+    void copy_prefix(const kv_cache& src, std::int64_t positions);
+    // Keeps the first `positions`: later pages are released, the rest of the last page zeroed.
+    void truncate(std::int64_t positions);
+
     std::int64_t capacity() const { return pages_.empty() ? 0 : static_cast<std::int64_t>(pages_[0].size()) * k_kv_page_tokens; }
     std::int64_t head_dim() const { return head_dim_; }
     std::int64_t head_stride() const { return head_stride_; }

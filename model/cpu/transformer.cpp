@@ -192,6 +192,33 @@ std::int64_t transformer::sequence_length(seq_id seq) const {
     return it == impl_->seqs.end() ? 0 : it->second.length;
 }
 
+void_result transformer::copy_prefix(seq_id src, seq_id dst, std::int64_t tokens) {
+    auto from = impl_->seqs.find(src);
+    if (from == impl_->seqs.end() || tokens < 0 || tokens > from->second.length)
+        return make_error(status::invalid_argument, "copy_prefix: sequence " + std::to_string(src) + " holds fewer than " +
+                                                        std::to_string(tokens) + " positions");
+    if (src == dst) return make_error(status::invalid_argument, "copy_prefix: source and destination are one sequence");
+    if (sequence_length(dst) != 0)
+        return make_error(status::invalid_argument, "copy_prefix: sequence " + std::to_string(dst) + " is not empty");
+    sequence_state copy;
+    copy.kv.copy_prefix(from->second.kv, tokens);
+    copy.length = tokens;
+    impl_->seqs[dst] = std::move(copy);
+    return {};
+}
+
+void_result transformer::truncate(seq_id seq, std::int64_t tokens) {
+    auto it = impl_->seqs.find(seq);
+    const std::int64_t length = it == impl_->seqs.end() ? 0 : it->second.length;
+    if (tokens < 0 || tokens > length)
+        return make_error(status::invalid_argument, "truncate: sequence " + std::to_string(seq) + " holds " +
+                                                        std::to_string(length) + " positions, not " + std::to_string(tokens));
+    if (it == impl_->seqs.end()) return {};
+    it->second.kv.truncate(tokens);
+    it->second.length = tokens;
+    return {};
+}
+
 void transformer::free_sequence(seq_id seq) { impl_->seqs.erase(seq); }
 void transformer::free_all() { impl_->seqs.clear(); }
 

@@ -63,6 +63,8 @@ public:
     // Like prefill, but writes the logits of every new position (tokens.size() x vocab).
     void_result prefill_all(seq_id seq, std::span<const token_id> tokens, std::span<float> logits);
     std::int64_t sequence_length(seq_id seq) const override;
+    void_result copy_prefix(seq_id src, seq_id dst, std::int64_t tokens) override;
+    void_result truncate(seq_id seq, std::int64_t tokens) override;
     void free_sequence(seq_id seq) override;
     void free_all() override;
 

@@ -36,6 +36,17 @@ public:
         auto it = seqs_.find(seq);
         return it == seqs_.end() ? 0 : static_cast<std::int64_t>(it->second.size());
     }
+    void_result copy_prefix(model::seq_id src, model::seq_id dst, std::int64_t tokens) override {
+        auto it = seqs_.find(src);
+        if (it == seqs_.end() || std::int64_t(it->second.size()) < tokens)
+            return make_error(status::invalid_argument, "copy_prefix past the source");
+        seqs_[dst].assign(it->second.begin(), it->second.begin() + tokens);
+        return {};
+    }
+    void_result truncate(model::seq_id seq, std::int64_t tokens) override {
+        seqs_[seq].resize(static_cast<std::size_t>(tokens));
+        return {};
+    }
     void free_sequence(model::seq_id seq) override { seqs_.erase(seq); }
     void free_all() override { seqs_.clear(); }
 

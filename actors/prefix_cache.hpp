@@ -1,0 +1,100 @@
+#pragma once
+//! Prefix cache index (pure, no actor): which finished sequences' device KV can
+//! serve a new prompt's first tokens. The KvManager applies it.
+//!
+//! Reuse is by seq copy (docs/decisions.md, "KV reuse by seq copy"): a finished
+//! sequence's KV stays on the device, truncated (seq keep) to whole cache blocks
+//! of `block_tokens`, as one *entry*; a prompt whose first blocks equal an
+//! entry's gets them copied into its own sequence and prefills only the rest.
+//!
+//! Keys: block i of a token run has the key
+//!   h(i) = XXH3-128(h(i-1) || tokens of block i),  h(-1) = the scope,
+//! so a key names the whole prefix up to its block, and the scope (the serving
+//! package's hash and the request's cache_salt) keeps tenants and packages apart.
+//! 128 bits make an accidental collision negligible (2^-64 per pair of blocks at
+//! the birthday bound); a hit still compares the tokens, so even a collision
+//! cannot serve wrong KV, it only misses.
+//!
+//! Eviction: least recently used first (an entry is used when inserted or hit).
+//! Entries that are a prefix of a newer entry are redundant: insert returns them
+//! to be freed. Invariants: every entry's tokens are a whole number of blocks;
+//! every key in the index names a live entry holding that prefix.
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace calserve::actors {
+
+using sequence_id = std::uint64_t;
+
+// 128-bit key of a scope or of a prefix ending at a block.
+struct cache_key {
+    std::uint64_t lo = 0, hi = 0;
+    friend bool operator==(const cache_key&, const cache_key&) = default;
+};
+
+// The scope of a package (its content hash) and a request's cache_salt.
+cache_key cache_scope(std::string_view package_hash, std::string_view salt);
+
+class prefix_cache {
+public:
+    using token = std::int32_t;
+
+    explicit prefix_cache(std::int64_t block_tokens);
+
+    std::int64_t block_tokens() const { return block_tokens_; }
+    // Keys of the first `blocks` whole blocks of `tokens` under `scope`.
+    std::vector<cache_key> keys(const cache_key& scope, std::span<const token> tokens, std::int64_t blocks) const;
+
+    struct hit {
+        sequence_id source = 0;   // the entry's device sequence
+        std::int64_t tokens = 0;  // whole blocks, <= the limit asked
+    };
+    // The longest cached prefix of `tokens` of at most `limit` tokens (whole blocks);
+    // marks the entry used. Nothing when no block matches.
+    std::optional<hit> lookup(const cache_key& scope, std::span<const token> tokens, std::int64_t limit);
+
+    // `seq`'s device KV holding `tokens` (a whole number of blocks, > 0) becomes an
+    // entry. Returns entries made redundant by it (a prefix of it): the caller frees
+    // them. An entry equal to an existing one is not added: it is returned itself.
+    std::vector<sequence_id> insert(sequence_id seq, const cache_key& scope, std::vector<token> tokens);
+
+    // The least recently used entry other than `keep`, removed; nothing when none.
+    std::optional<sequence_id> evict_lru(sequence_id keep = 0);
+    // Removes one entry (unknown ids ignored); returns whether it was there.
+    bool erase(sequence_id seq);
+    // Removes every entry; returns their sequences.
+    std::vector<sequence_id> clear();
+
+    bool contains(sequence_id seq) const { return entries_.contains(seq); }
+    std::size_t entries() const { return entries_.size(); }
+    std::int64_t tokens_of(sequence_id seq) const;
+    // Every index key names a live entry whose tokens produce it (tests, soak).
+    bool consistent() const;
+
+private:
+    struct key_hash {
+        std::size_t operator()(const cache_key& k) const { return static_cast<std::size_t>(k.lo); }
+    };
+    struct entry {
+        cache_key scope;
+        std::vector<token> tokens;
+        std::vector<cache_key> keys;            // one per block
+        std::list<sequence_id>::iterator lru;   // position in lru_ (front = least recent)
+    };
+    void unindex(sequence_id seq, const entry& e);
+    void touch(entry& e);
+
+    std::int64_t block_tokens_;
+    std::unordered_map<sequence_id, entry> entries_;
+    // Key -> entries holding that prefix (most recent last).
+    std::unordered_map<cache_key, std::vector<sequence_id>, key_hash> index_;
+    std::list<sequence_id> lru_;
+};
+
+}  // namespace calserve::actors

@@ -1,0 +1,126 @@
+// The prefix cache index alone (actors/prefix_cache.hpp): chained block keys,
+// longest-prefix lookup in whole blocks under a limit, scopes that never share,
+// least-recently-used eviction, redundant prefix entries, and the index's
+// consistency after every step of a random workload.
+#include <catch2/catch.hpp>
+
+#include <numeric>
+#include <random>
+
+#include "actors/prefix_cache.hpp"
+
+using namespace calserve::actors;
+
+namespace {
+std::vector<prefix_cache::token> run(std::int32_t from, std::size_t n) {
+    std::vector<prefix_cache::token> t(n);
+    std::iota(t.begin(), t.end(), from);
+    return t;
+}
+const cache_key k_scope = cache_scope("package-a", "");
+}  // namespace
+
+TEST_CASE("prefix cache: keys chain every block to its parent, under a scope", "[actors][prefix_cache]") {
+    prefix_cache c(4);
+    auto a = run(0, 12);
+    auto keys = c.keys(k_scope, a, 3);
+    REQUIRE(keys.size() == 3);
+    auto b = a;
+    b[1] = 99;  // only the first block differs: every later key differs too
+    auto other = c.keys(k_scope, b, 3);
+    for (std::size_t i = 0; i < 3; ++i) CHECK_FALSE(keys[i] == other[i]);
+    CHECK(c.keys(k_scope, a, 3) == keys);
+    CHECK(c.keys(k_scope, a, 10).size() == 3);  // whole blocks only
+    CHECK_FALSE(c.keys(cache_scope("package-a", "tenant"), a, 1)[0] == keys[0]);
+    CHECK_FALSE(cache_scope("package-b", "") == k_scope);
+    CHECK_FALSE(cache_scope("ab", "c") == cache_scope("a", "bc"));
+}
+
+TEST_CASE("prefix cache: lookup finds the longest cached prefix in whole blocks under the limit",
+          "[actors][prefix_cache]") {
+    prefix_cache c(4);
+    CHECK_FALSE(c.lookup(k_scope, run(0, 12), 11));
+    CHECK(c.insert(7, k_scope, run(0, 10)).empty());  // kept as 8 tokens: two whole blocks
+    CHECK(c.tokens_of(7) == 8);
+    auto prompt = run(0, 12);
+    auto hit = c.lookup(k_scope, prompt, 11);
+    REQUIRE(hit);
+    CHECK(hit->source == 7);
+    CHECK(hit->tokens == 8);
+    // The limit (the prompt's last token is always prefilled) cuts to whole blocks.
+    hit = c.lookup(k_scope, run(0, 8), 7);
+    REQUIRE(hit);
+    CHECK(hit->tokens == 4);
+    CHECK_FALSE(c.lookup(k_scope, run(0, 4), 3));
+    // A prompt that differs in its second block reuses the first.
+    prompt[5] = -1;
+    hit = c.lookup(k_scope, prompt, 11);
+    REQUIRE(hit);
+    CHECK(hit->tokens == 4);
+    prompt[0] = -1;
+    CHECK_FALSE(c.lookup(k_scope, prompt, 11));
+    // Another tenant's salt never shares.
+    CHECK_FALSE(c.lookup(cache_scope("package-a", "tenant-2"), run(0, 12), 11));
+    CHECK(c.consistent());
+}
+
+TEST_CASE("prefix cache: least recently used goes first; lookups and inserts count as use", "[actors][prefix_cache]") {
+    prefix_cache c(2);
+    c.insert(1, k_scope, run(0, 4));
+    c.insert(2, k_scope, run(100, 4));
+    c.insert(3, k_scope, run(200, 4));
+    REQUIRE(c.lookup(k_scope, run(0, 5), 4));  // 1 used again
+    CHECK(c.evict_lru() == std::optional<sequence_id>(2));
+    CHECK(c.evict_lru(3) == std::optional<sequence_id>(1));  // 3 is kept: the next one goes
+    CHECK_FALSE(c.evict_lru(3));
+    CHECK(c.entries() == 1);
+    CHECK(c.clear() == std::vector<sequence_id>{3});
+    CHECK(c.entries() == 0);
+    CHECK(c.consistent());
+}
+
+TEST_CASE("prefix cache: an entry that is a prefix of a new one is redundant, and so is a duplicate",
+          "[actors][prefix_cache]") {
+    prefix_cache c(4);
+    CHECK(c.insert(1, k_scope, run(0, 8)).empty());
+    CHECK(c.insert(2, k_scope, run(50, 8)).empty());
+    // 3 extends 1: 1 is returned to be freed.
+    CHECK(c.insert(3, k_scope, run(0, 16)) == std::vector<sequence_id>{1});
+    CHECK_FALSE(c.contains(1));
+    // 4 holds nothing 3 does not: 4 itself is redundant.
+    CHECK(c.insert(4, k_scope, run(0, 12)) == std::vector<sequence_id>{4});
+    CHECK_FALSE(c.contains(4));
+    // Under another scope the same tokens are a separate entry.
+    CHECK(c.insert(5, cache_scope("package-a", "x"), run(0, 8)).empty());
+    // Fewer tokens than a block: nothing to keep.
+    CHECK(c.insert(6, k_scope, run(0, 3)) == std::vector<sequence_id>{6});
+    CHECK(c.entries() == 3);
+    CHECK(c.consistent());
+}
+
+TEST_CASE("prefix cache: the index stays consistent through a random workload", "[actors][prefix_cache]") {
+    std::mt19937 rng(11);
+    prefix_cache c(8);
+    sequence_id next = 1;
+    // Prompts built from a few shared stems so prefixes overlap often.
+    std::vector<std::vector<prefix_cache::token>> stems{run(0, 40), run(1000, 24), run(2000, 64)};
+    for (int step = 0; step < 2000; ++step) {
+        const int action = std::uniform_int_distribution<int>(0, 9)(rng);
+        auto tokens = stems[std::size_t(rng() % stems.size())];
+        tokens.resize(std::uniform_int_distribution<std::size_t>(1, tokens.size())(rng));
+        for (int i = 0, extra = int(rng() % 20); i < extra; ++i) tokens.push_back(std::int32_t(rng() % 50));
+        if (action < 5) {
+            c.insert(next++, k_scope, tokens);
+        } else if (action < 8) {
+            auto hit = c.lookup(k_scope, tokens, std::int64_t(tokens.size()) - 1);
+            if (hit) {
+                REQUIRE(hit->tokens % 8 == 0);
+                REQUIRE(hit->tokens <= std::int64_t(tokens.size()) - 1);
+                REQUIRE(c.contains(hit->source));
+            }
+        } else {
+            (void)c.evict_lru();
+        }
+        REQUIRE(c.consistent());
+    }
+}

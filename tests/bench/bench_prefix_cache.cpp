@@ -1,0 +1,71 @@
+// Host cost of the prefix cache per request: the lookup a reservation makes (keys of
+// every whole block of the prompt, the longest match, the token comparison of a hit)
+// and the insert at release, for prompts up to 32k tokens in 64-token blocks, against
+// a cache already holding 64 other conversations.
+#include <benchmark/benchmark.h>
+
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "actors/prefix_cache.hpp"
+
+namespace {
+using namespace calserve::actors;
+
+std::vector<prefix_cache::token> random_run(std::size_t n, std::uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<prefix_cache::token> t(n);
+    for (auto& x : t) x = std::int32_t(rng() % 151936);
+    return t;
+}
+
+void populate(prefix_cache& c, std::size_t n) {
+    for (sequence_id s = 1; s <= 64; ++s) c.insert(1000 + s, cache_scope("pkg", ""), random_run(n, std::uint32_t(s)));
+}
+
+// A hit: the prompt extends a cached conversation by one turn of 256 tokens.
+void BM_prefix_cache_lookup_hit(benchmark::State& state) {
+    const auto n = std::size_t(state.range(0));
+    prefix_cache c(64);
+    populate(c, 1024);
+    auto history = random_run(n, 7);
+    c.insert(1, cache_scope("pkg", ""), history);
+    history.resize(n + 256, 5);
+    const auto scope = cache_scope("pkg", "");
+    std::int64_t hit = 0;
+    for (auto _ : state) {
+        auto h = c.lookup(scope, history, std::int64_t(history.size()) - 1);
+        hit = h ? h->tokens : 0;
+        benchmark::DoNotOptimize(hit);
+    }
+    state.counters["hit_tokens"] = double(hit);
+}
+BENCHMARK(BM_prefix_cache_lookup_hit)->Arg(1024)->Arg(8192)->Arg(32768)->Unit(benchmark::kMicrosecond);
+
+// A miss: nothing shares the prompt (every block's key is computed and looked up).
+void BM_prefix_cache_lookup_miss(benchmark::State& state) {
+    const auto n = std::size_t(state.range(0));
+    prefix_cache c(64);
+    populate(c, 1024);
+    const auto prompt = random_run(n, 99);
+    const auto scope = cache_scope("pkg", "");
+    for (auto _ : state) benchmark::DoNotOptimize(c.lookup(scope, prompt, std::int64_t(n) - 1));
+}
+BENCHMARK(BM_prefix_cache_lookup_miss)->Arg(1024)->Arg(32768)->Unit(benchmark::kMicrosecond);
+
+// The insert at release, then its removal (so every iteration inserts into the same cache).
+void BM_prefix_cache_insert(benchmark::State& state) {
+    const auto n = std::size_t(state.range(0));
+    prefix_cache c(64);
+    populate(c, 1024);
+    const auto tokens = random_run(n, 11);
+    const auto scope = cache_scope("pkg", "");
+    for (auto _ : state) {
+        benchmark::DoNotOptimize(c.insert(1, scope, tokens));
+        c.erase(1);
+    }
+}
+BENCHMARK(BM_prefix_cache_insert)->Arg(1024)->Arg(32768)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
