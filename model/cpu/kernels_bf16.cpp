@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <type_traits>
 
 #include "model/core/bf16.hpp"
 #include "model/cpu/kernels.hpp"
@@ -57,20 +58,22 @@ CALSERVE_BF16DP_ISA inline float hsum16(__m512 v) {
     return hsum(_mm256_add_ps(_mm512_castps512_ps256(v), hi));
 }
 
-// R weight rows (pointers w[0..R)) against G vectors (x, x + ldx, ...), n columns.
-// `stream`: the rows come from memory (first vector group of a tile): prefetch ahead.
-template <int R, int G>
+// R weight rows (pointers w[0..R)) against G vectors (x, x + ldx, ...), n columns, n
+// a multiple of k_step. `Stream`: the rows come from memory (first vector group of a
+// tile): prefetch ahead. Keep the loop free of masks and of a tail step after it:
+// with either, GCC stored all R x G accumulators to the stack at every step (the
+// kernel then ran at a third of the instruction's rate).
+template <int R, int G, bool Stream>
 CALSERVE_BF16DP_ISA void block_native(const std::byte* const* w, const std::uint16_t* x, std::int64_t ldx,
-                                      std::int64_t n, bool stream, float* y, std::int64_t ldy) {
+                                      std::int64_t n, float* y, std::int64_t ldy) {
     __m512 acc[R][G];
     for (int r = 0; r < R; ++r)
         for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
     for (std::int64_t k = 0; k < n; k += k_step) {
-        const __mmask32 mask = n - k >= k_step ? ~__mmask32{0} : static_cast<__mmask32>((std::uint64_t{1} << (n - k)) - 1);
         __m512i wv[R];
         for (int r = 0; r < R; ++r) {
-            if (stream) _mm_prefetch(reinterpret_cast<const char*>(w[r] + k * 2 + k_prefetch_bytes), _MM_HINT_T0);
-            wv[r] = _mm512_maskz_loadu_epi16(mask, w[r] + k * 2);
+            if constexpr (Stream) _mm_prefetch(reinterpret_cast<const char*>(w[r] + k * 2 + k_prefetch_bytes), _MM_HINT_T0);
+            wv[r] = _mm512_loadu_si512(w[r] + k * 2);
         }
         for (int g = 0; g < G; ++g) {
             const __m512i xv = _mm512_load_si512(x + g * ldx + k);
@@ -126,20 +129,30 @@ void rows_emulated(const tensor_view& w, std::int64_t r0, std::int64_t r1, const
             y[v * ldy + (r - r0)] = dot_emulated(w.row(r), x.data.data() + v * x.ld, w.cols);
 }
 
+// Rows [r0, r1) against G vectors. Rows whose length is not a multiple of k_step
+// are copied, zero-padded, into `pad` first (shapes we serve never need it).
 template <int G>
 void group_native(const tensor_view& w, std::int64_t r0, std::int64_t r1, const std::uint16_t* x, std::int64_t ldx,
                   bool stream, float* y, std::int64_t ldy) {
     constexpr int R = rows_for(G);
+    thread_local simd_vector<std::uint16_t> pad;
+    const bool padded = w.cols != ldx;
+    if (padded) pad.assign(static_cast<std::size_t>(R * ldx), 0);
     const std::byte* rows[R];
+    auto block = [&](auto rows_const, std::int64_t r) {
+        constexpr int n = decltype(rows_const)::value;
+        for (int i = 0; i < n; ++i) {
+            rows[i] = w.row(r + i);
+            if (!padded) continue;
+            std::memcpy(pad.data() + i * ldx, rows[i], static_cast<std::size_t>(w.cols) * 2);
+            rows[i] = reinterpret_cast<const std::byte*>(pad.data() + i * ldx);
+        }
+        if (stream) block_native<n, G, true>(rows, x, ldx, ldx, y + (r - r0), ldy);
+        else block_native<n, G, false>(rows, x, ldx, ldx, y + (r - r0), ldy);
+    };
     std::int64_t r = r0;
-    for (; r + R <= r1; r += R) {
-        for (int i = 0; i < R; ++i) rows[i] = w.row(r + i);
-        block_native<R, G>(rows, x, ldx, w.cols, stream, y + (r - r0), ldy);
-    }
-    for (; r < r1; ++r) {
-        rows[0] = w.row(r);
-        block_native<1, G>(rows, x, ldx, w.cols, stream, y + (r - r0), ldy);
-    }
+    for (; r + R <= r1; r += R) block(std::integral_constant<int, R>{}, r);
+    for (; r < r1; ++r) block(std::integral_constant<int, 1>{}, r);
 }
 
 // Vectors in tiles that stay in L2; within a tile, rows in blocks whose weights stay
