@@ -14,6 +14,8 @@
 //! debug-sensitive spots). Accumulation is FP32. Invariant: `linear` writes
 //! exactly t x w.rows outputs and reads exactly t x w.cols inputs.
 #include <cstdint>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include "model/core/aligned.hpp"
@@ -38,14 +40,47 @@ void dot_rows_multi(const tensor_view& w, std::int64_t r0, std::int64_t r1, cons
 bool bf16_dot_avx512();
 void allow_bf16_dot_avx512(bool allowed);
 
+// How the dot products with BF16-stored weights round their inputs (issue 28).
+// `fp32`: activations stay FP32 and weights widen exactly: the exact mode.
+// `bf16`: activations are rounded to BF16 (nearest even, subnormals to zero) once per
+// linear call and every product of two BF16 values is accumulated in FP32 by the
+// CPU's BF16 dot-product instruction (`vdpbf16ps`: per FP32 lane, the odd pair's exact
+// product is added and rounded, then the even pair's; subnormal inputs and results
+// are zero), what a BF16 NPU computes. Without AVX512_BF16 an FMA emulation gives the
+// same bits, several times slower. F32, F16 and Q8_0 weights, the norms, attention
+// and the panel-packed short rows (tiny models' LM head) are FP32 in both modes.
+enum class arithmetic : std::uint8_t { fp32, bf16 };
+const char* to_string(arithmetic a);
+// "fp32" or "bf16"; empty optional for anything else.
+std::optional<arithmetic> parse_arithmetic(std::string_view s);
+
+// Activations rounded to BF16 for the bf16 mode: vector v's n values at
+// data[v * ld, v * ld + n), zero up to ld = n rounded up to 32.
+struct bf16_vectors {
+    std::int64_t n = 0, ld = 0;
+    simd_vector<std::uint16_t> data;
+};
+void round_vectors_bf16(const float* x, std::int64_t nvec, std::int64_t ldx, std::int64_t n, bf16_vectors& out);
+// Y[v * ldy + r - r0] = BF16 row r . vector v in the bf16 mode's arithmetic, v < nvec,
+// w.type == bf16. Register-blocked (several rows x several vectors per micro-kernel);
+// each output is one 16-lane chain over the columns in 32-element steps, then the
+// lanes summed in one fixed tree: row-exact for any nvec and any row range.
+void dot_rows_bf16_products(const tensor_view& w, std::int64_t r0, std::int64_t r1, const bf16_vectors& x,
+                            std::int64_t nvec, float* y, std::int64_t ldy);
+// Whether dot_rows_bf16_products runs `vdpbf16ps` (AVX512_BF16 present and allowed)
+// or its FMA emulation; tests force the emulation to compare the two bit for bit.
+bool bf16_products_native();
+void allow_bf16_products_native(bool allowed);
+
 // How `linear` may trade exactness for speed. `row_exact`: every row of Y equals
 // what linear gives for that row alone (t = 1), bit for bit, for any t (decode
 // batches). `fastest`: the same for t <= 16; larger t (prefill) uses sgemm.
 enum class linear_mode : std::uint8_t { fastest, row_exact };
 
-// Y[t x w.rows] = X[t x w.cols] * w^T, rows split across the pool.
+// Y[t x w.rows] = X[t x w.cols] * w^T, rows split across the pool. With
+// `arith` = bf16 and BF16 weights, dot_rows_bf16_products (row-exact in every mode).
 void linear(thread_pool& pool, const tensor_view& w, const float* x, std::int64_t t, std::int64_t ldx, float* y,
-            std::int64_t ldy, linear_mode mode = linear_mode::fastest);
+            std::int64_t ldy, linear_mode mode = linear_mode::fastest, arithmetic arith = arithmetic::fp32);
 
 // Short weight rows (cols <= k_panel_max_cols: the tiny models' LM head, 151,936 x 64)
 // repacked for batches: rows in panels of 8, panel p = [col][8 rows], in FP32 or BF16

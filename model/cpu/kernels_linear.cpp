@@ -44,7 +44,7 @@ void gemm_rows(const tensor_view& w, std::int64_t r0, std::int64_t r1, const flo
 }  // namespace
 
 void linear(thread_pool& pool, const tensor_view& w, const float* x, std::int64_t t, std::int64_t ldx, float* y,
-            std::int64_t ldy, linear_mode mode) {
+            std::int64_t ldy, linear_mode mode, arithmetic arith) {
     if (t <= 0 || w.rows <= 0) return;
     const std::int64_t work = w.rows * w.cols * t;
     if (w.type == dtype::q8_0) {
@@ -55,6 +55,14 @@ void linear(thread_pool& pool, const tensor_view& w, const float* x, std::int64_
         quantize_vectors_q8(x, t, ldx, w.cols, xq);
         pool.parallel_for(w.rows, 16, work,
                           [&](std::int64_t b, std::int64_t e) { dot_rows_q8(w, b, e, xq, t, y + b, ldy); });
+        return;
+    }
+    if (arith == arithmetic::bf16 && w.type == dtype::bf16) {
+        thread_local bf16_vectors caller_xb;  // rounded once by the calling thread, as Q8_0's
+        bf16_vectors& xb = caller_xb;
+        round_vectors_bf16(x, t, ldx, w.cols, xb);
+        pool.parallel_for(w.rows, 16, work,
+                          [&](std::int64_t b, std::int64_t e) { dot_rows_bf16_products(w, b, e, xb, t, y + b, ldy); });
         return;
     }
     if (t == 1) {

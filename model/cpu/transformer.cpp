@@ -169,6 +169,7 @@ result<std::unique_ptr<transformer>> transformer::load(const std::filesystem::pa
     m->cfg = std::move(*cfg);
     m->weights = std::move(*ck);
     m->tp = opts.tensor_parallel;
+    m->arith = opts.arith;
     m->shards = std::move(*shards);
     if (auto r = bind_weights(*m); !r) return r.error();
     if (auto r = check_block_slices(*m); !r) return r.error();
@@ -185,6 +186,7 @@ result<std::unique_ptr<causal_lm>> load_causal_lm(const std::filesystem::path& d
 const model_shape& transformer::shape() const { return impl_->shape; }
 const hf_config& transformer::config() const { return impl_->cfg; }
 int transformer::tensor_parallel() const { return impl_->tp; }
+arithmetic transformer::arithmetic_mode() const { return impl_->arith; }
 const io::read_report& transformer::load_report() const { return impl_->report; }
 
 std::int64_t transformer::sequence_length(seq_id seq) const {

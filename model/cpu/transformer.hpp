@@ -6,8 +6,10 @@
 //! stored dtype) and computes embedding -> N x [RMSNorm, attention with per-head
 //! q/k RMSNorm, rotate-half RoPE and grouped-query causal softmax, residual,
 //! RMSNorm, SwiGLU MLP or top-k MoE, residual] -> final RMSNorm -> LM head.
-//! Decode uses threaded AVX2 matvecs, small batches a read-once multi-vector
-//! kernel, prefill OpenBLAS sgemm over converted tiles.
+//! Decode uses threaded AVX2/AVX-512 matvecs, batches and prefill a read-once
+//! multi-vector kernel (row-exact), `prefill_all` OpenBLAS sgemm over converted
+//! tiles; in the bf16 arithmetic mode every product with BF16 weights runs the
+//! register-blocked `vdpbf16ps` kernel (kernels.hpp, `arithmetic`).
 //!
 //! Tensor parallel: with `tensor_parallel = 2` every layer runs as two shards
 //! ("chips"): each owns half the attention heads (and their KV heads) and half
@@ -28,6 +30,7 @@
 #include "config/result.hpp"
 #include "io/file_reader.hpp"
 #include "model/core/causal_lm.hpp"
+#include "model/cpu/kernels.hpp"
 #include "model/weights/hf_config.hpp"
 
 namespace calserve::model {
@@ -36,6 +39,9 @@ struct load_options {
     int threads = 2;          // compute threads (the caller's thread included)
     int tensor_parallel = 1;  // 1 or 2
     io::read_options io;      // weight file reading (io_uring or pread)
+    // Dot products with BF16 weights: exact FP32, or BF16 inputs with FP32 accumulation
+    // (kernels.hpp, `arithmetic`). Both keep every exactness guarantee of this class.
+    arithmetic arith = arithmetic::fp32;
 };
 
 // Experts chosen for one token: softmax over router logits, top-k with ties going
@@ -54,6 +60,7 @@ public:
     const model_shape& shape() const override;
     const hf_config& config() const;
     int tensor_parallel() const;
+    arithmetic arithmetic_mode() const;
     const io::read_report& load_report() const;
 
     void_result prefill(seq_id seq, std::span<const token_id> tokens, std::span<float> logits) override;

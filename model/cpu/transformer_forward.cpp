@@ -19,7 +19,7 @@ void add_into(float* x, const float* part, std::int64_t n) {
 
 void transformer::impl::lin(const tensor_view& w, const float* x, std::int64_t t, std::int64_t ldx, float* y,
                             std::int64_t ldy) {
-    linear(pool, w, x, t, ldx, y, ldy, mode);
+    linear(pool, w, x, t, ldx, y, ldy, mode, arith);
 }
 
 void transformer::impl::forward(std::span<const row_ref> rows, std::span<const std::int64_t> logit_rows,

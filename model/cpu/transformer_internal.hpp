@@ -71,6 +71,7 @@ struct transformer::impl {
     std::map<seq_id, sequence_state> seqs;
     workspace ws;
     linear_mode mode = linear_mode::fastest;  // of the forward pass running
+    arithmetic arith = arithmetic::fp32;       // fixed at load
 
     impl(int threads) : pool(threads) {}
 

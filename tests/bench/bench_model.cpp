@@ -6,6 +6,11 @@
 // io_uring vs pread; the same decode from a Q8_0 GGUF of that checkpoint (int8
 // kernel, ~0.53x the bytes per token).
 //
+// The two arithmetic modes (kernels.hpp, `arithmetic`) side by side, interleaved in
+// registration order so that one run's noise falls on both: prefill at 256, 1,024 and
+// 4,096 tokens and decode at batch 1, 4 and 8, fp32 then bf16 (`BM_*_modes`, second
+// argument 0 = fp32, 1 = bf16); quote their ratios.
+//
 // The 0.6b-shape checkpoint (~1.2 GB) is generated once into
 // $CALSERVE_BENCH_MODEL_DIR (default /tmp/calserve-bench/qwen3-0.6b-shape-bf16),
 // its Q8_0 GGUF beside it (<dir>.q8_0.gguf).
@@ -19,6 +24,7 @@
 
 #include "io/file_reader.hpp"
 #include "model/weights/gguf_model.hpp"
+#include "model/core/bf16.hpp"
 #include "model/cpu/kernels.hpp"
 #include "model/weights/synthetic_model.hpp"
 #include "model/cpu/transformer.hpp"
@@ -45,9 +51,11 @@ const std::filesystem::path& ensure_model() {
     return dir;
 }
 
-std::unique_ptr<model::transformer> load_bench_model(const std::filesystem::path& path) {
+std::unique_ptr<model::transformer> load_bench_model(const std::filesystem::path& path,
+                                                     model::arithmetic arith = model::arithmetic::fp32) {
     model::load_options o;
     o.threads = k_threads;
+    o.arith = arith;
     auto r = model::transformer::load(path, o);
     if (!r) throw std::runtime_error(r.error().what());
     return std::move(*r);
@@ -57,6 +65,13 @@ model::transformer& shared_model() {
     static std::unique_ptr<model::transformer> m = load_bench_model(ensure_model());
     return *m;
 }
+
+model::transformer& shared_bf16_model() {
+    static std::unique_ptr<model::transformer> m = load_bench_model(ensure_model(), model::arithmetic::bf16);
+    return *m;
+}
+
+model::transformer& model_in_mode(std::int64_t mode) { return mode == 0 ? shared_model() : shared_bf16_model(); }
 
 model::transformer& shared_q8_model() {
     static std::unique_ptr<model::transformer> m = [] {
@@ -171,8 +186,7 @@ BENCHMARK(BM_decode_qwen3_0_6b_bf16_avx2)->Arg(1)->Arg(4)->Unit(benchmark::kMill
 void BM_decode_qwen3_0_6b_q8_0(benchmark::State& state) { decode_bench(state, shared_q8_model()); }
 BENCHMARK(BM_decode_qwen3_0_6b_q8_0)->Arg(1)->Arg(4)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
 
-void BM_prefill_qwen3_0_6b_bf16(benchmark::State& state) {
-    auto& m = shared_model();
+void prefill_bench(benchmark::State& state, model::transformer& m) {
     std::vector<model::token_id> prompt(static_cast<std::size_t>(state.range(0)));
     for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<model::token_id>((i * 7919) % 151936);
     std::vector<float> logits(static_cast<std::size_t>(m.shape().vocab_size));
@@ -183,9 +197,56 @@ void BM_prefill_qwen3_0_6b_bf16(benchmark::State& state) {
     state.counters["tokens"] =
         benchmark::Counter(static_cast<double>(state.iterations() * state.range(0)), benchmark::Counter::kIsRate);
 }
+void BM_prefill_qwen3_0_6b_bf16(benchmark::State& state) { prefill_bench(state, shared_model()); }
 BENCHMARK(BM_prefill_qwen3_0_6b_bf16)->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime();
 // One prefill each (a 4,096-token prefill takes a minute or more here): compare rates from one run.
 BENCHMARK(BM_prefill_qwen3_0_6b_bf16)->Arg(256)->Arg(1024)->Arg(4096)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// fp32 (arg 1 = 0) against bf16 (1) arithmetic, alternating, one prefill each.
+void BM_prefill_modes(benchmark::State& state) {
+    prefill_bench(state, model_in_mode(state.range(1)));
+    state.SetLabel(model::to_string(model_in_mode(state.range(1)).arithmetic_mode()));
+}
+// Explicit pairs: ArgsProduct would run every fp32 case before the first bf16 one.
+BENCHMARK(BM_prefill_modes)
+    ->Args({256, 0})->Args({256, 1})->Args({1024, 0})->Args({1024, 1})->Args({4096, 0})->Args({4096, 1})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+void BM_decode_modes(benchmark::State& state) {
+    decode_bench(state, model_in_mode(state.range(1)));
+    state.SetLabel(model::to_string(model_in_mode(state.range(1)).arithmetic_mode()));
+}
+BENCHMARK(BM_decode_modes)
+    ->Args({1, 0})->Args({1, 1})->Args({4, 0})->Args({4, 1})->Args({8, 0})->Args({8, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(3.0)
+    ->UseRealTime();
+
+// One thread's linear layer on a 3,072 x 1,024 BF16 matrix (the 0.6b shape's
+// gate_proj), t tokens, fp32 (arg 1 = 0) vs bf16 (1): GFLOP/s by thread CPU time,
+// the kernel alone (no attention, no threads to wait for).
+void BM_linear_modes(benchmark::State& state) {
+    const std::int64_t t = state.range(0), rows = 3072, cols = 1024;
+    const auto arith = state.range(1) == 0 ? model::arithmetic::fp32 : model::arithmetic::bf16;
+    std::vector<std::uint16_t> w(static_cast<std::size_t>(rows * cols));
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = model::f32_to_bf16(static_cast<float>(i % 97) / 97.0f - 0.5f);
+    const model::tensor_view view{model::dtype::bf16, rows, cols, cols, reinterpret_cast<const std::byte*>(w.data())};
+    model::simd_vector<float> x(static_cast<std::size_t>(t * cols), 0.25f), y(static_cast<std::size_t>(t * rows));
+    model::thread_pool pool(1);
+    for (auto _ : state) {
+        model::linear(pool, view, x.data(), t, cols, y.data(), rows, model::linear_mode::row_exact, arith);
+        benchmark::DoNotOptimize(y.data());
+    }
+    state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(rows * cols * t) * 1e-9 *
+                                                   static_cast<double>(state.iterations()),
+                                                   benchmark::Counter::kIsRate);
+    state.SetLabel(model::to_string(arith));
+}
+BENCHMARK(BM_linear_modes)
+    ->Args({1, 0})->Args({1, 1})->Args({8, 0})->Args({8, 1})->Args({128, 0})->Args({128, 1})
+    ->Unit(benchmark::kMillisecond);
 
 // Page-cache-warm read of every shard with the chosen backend.
 void BM_load_weights(benchmark::State& state) {

@@ -62,11 +62,11 @@ void check_batch_equals_alone(model::transformer& m, std::span<const model::seq_
     }
 }
 
-void check_model(bool moe, const std::string& dtype, int tp) {
-    INFO("moe " << moe << " dtype " << dtype << " tp " << tp);
+void check_model(bool moe, const std::string& dtype, int tp, model::arithmetic arith = model::arithmetic::fp32) {
+    INFO("moe " << moe << " dtype " << dtype << " tp " << tp << " arithmetic " << model::to_string(arith));
     auto dir = test::write_small_model(std::string("batch-exact-") + (moe ? "moe-" : "dense-") + dtype,
                                        test::small_config(moe), dtype);
-    auto m = test::load_model(dir, tp);
+    auto m = test::load_model(dir, tp, 2, arith);
     const auto v = static_cast<std::size_t>(m->shape().vocab_size);
     constexpr std::size_t k_rows = 16;
     std::vector<float> scratch(v);
@@ -155,6 +155,12 @@ TEST_CASE("moe: decode_batch rows equal decode alone bit for bit, batches 1..16"
 TEST_CASE("tensor parallel 2: decode_batch rows equal decode alone bit for bit", "[transformer][batch]") {
     check_model(false, "bf16", 2);
     check_model(true, "bf16", 2);
+}
+
+TEST_CASE("bf16 arithmetic: decode_batch rows equal decode alone bit for bit", "[transformer][batch][bf16]") {
+    check_model(false, "bf16", 1, model::arithmetic::bf16);
+    check_model(true, "bf16", 1, model::arithmetic::bf16);
+    check_model(false, "bf16", 2, model::arithmetic::bf16);
 }
 
 TEST_CASE("panel-packed short rows: every vector equals itself alone, and the plain dot up to rounding",

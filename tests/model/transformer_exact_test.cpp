@@ -1,8 +1,9 @@
 // Prefill and decode split anywhere give a row the same bits: prefill of N tokens,
 // prefill of k then decode of the rest, and prefill in chunks all produce the
 // logits of one token-at-a-time decoding exactly (memcmp), across KV page
-// boundaries (64 positions), for dense and MoE, F32 and BF16, TP1 and TP2. This is
-// what lets a preempted sequence be re-prefilled without changing its stream.
+// boundaries (64 positions), for dense and MoE, F32 and BF16, TP1 and TP2, in both
+// arithmetic modes (fp32, and bf16 with its vdpbf16ps kernels and their emulation).
+// This is what lets a preempted sequence be re-prefilled without changing its stream.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -21,6 +22,7 @@ struct exact_case {
     bool moe = false;
     std::string dtype;
     int tp = 1;
+    model::arithmetic arith = model::arithmetic::fp32;
 };
 
 // Logits of every position computed one token at a time (prefill 1, then decode).
@@ -33,10 +35,10 @@ std::vector<float> decoded_logits(model::transformer& m, model::seq_id seq, cons
 }
 
 void check_splits(const exact_case& c) {
-    INFO("moe " << c.moe << " dtype " << c.dtype << " tp " << c.tp);
+    INFO("moe " << c.moe << " dtype " << c.dtype << " tp " << c.tp << " arithmetic " << model::to_string(c.arith));
     auto dir = test::write_small_model("exact-" + std::string(c.moe ? "moe-" : "dense-") + c.dtype,
                                        test::small_config(c.moe), c.dtype);
-    auto m = test::load_model(dir, c.tp);
+    auto m = test::load_model(dir, c.tp, 2, c.arith);
     const auto v = static_cast<std::size_t>(m->shape().vocab_size);
     const auto toks = test::random_tokens(k_tokens, m->shape().vocab_size, 17);
     const auto inc = decoded_logits(*m, 1, toks);
@@ -86,4 +88,47 @@ TEST_CASE("tensor parallel 2: prefill, resumed prefill and decode give every row
           "[transformer][exact]") {
     check_splits({false, "bf16", 2});
     check_splits({true, "bf16", 2});
+}
+
+TEST_CASE("bf16 arithmetic: prefill, resumed prefill and decode give every row the same bits",
+          "[transformer][exact][bf16]") {
+    check_splits({false, "bf16", 1, model::arithmetic::bf16});
+    check_splits({true, "bf16", 1, model::arithmetic::bf16});
+    check_splits({false, "bf16", 2, model::arithmetic::bf16});
+    check_splits({false, "f32", 1, model::arithmetic::bf16});  // F32 weights: FP32 products in this mode too
+}
+
+TEST_CASE("bf16 arithmetic: the vdpbf16ps kernels and their emulation give a model the same bits",
+          "[transformer][exact][bf16]") {
+    if (!model::bf16_products_native()) {
+        WARN("no AVX512_BF16 on this CPU: only the emulation runs");
+        return;
+    }
+    auto dir = test::write_small_model("exact-emulated-bf16", test::small_config(false), "bf16");
+    auto m = test::load_model(dir, 1, 2, model::arithmetic::bf16);
+    const auto v = static_cast<std::size_t>(m->shape().vocab_size);
+    const auto toks = test::random_tokens(130, m->shape().vocab_size, 5);
+    std::vector<float> native(toks.size() * v), emulated(toks.size() * v);
+    REQUIRE(m->prefill_all(1, toks, native).ok());
+    model::allow_bf16_products_native(false);
+    const bool ok = m->prefill_all(2, toks, emulated).ok();
+    model::allow_bf16_products_native(true);
+    REQUIRE(ok);
+    CHECK(same_bits(native.data(), emulated.data(), native.size()));
+}
+
+TEST_CASE("bf16 arithmetic differs from fp32 and stays close to it", "[transformer][bf16]") {
+    auto dir = test::write_small_model("exact-modes-bf16", test::small_config(false), "bf16");
+    auto fp32 = test::load_model(dir, 1, 2, model::arithmetic::fp32);
+    auto bf16 = test::load_model(dir, 1, 2, model::arithmetic::bf16);
+    CHECK(bf16->arithmetic_mode() == model::arithmetic::bf16);
+    const auto v = static_cast<std::size_t>(fp32->shape().vocab_size);
+    const auto toks = test::random_tokens(64, fp32->shape().vocab_size, 8);
+    std::vector<float> a(toks.size() * v), b(toks.size() * v);
+    REQUIRE(fp32->prefill_all(1, toks, a).ok());
+    REQUIRE(bf16->prefill_all(1, toks, b).ok());
+    CHECK_FALSE(same_bits(a.data(), b.data(), a.size()));  // the mode is really in use
+    float scale = 0.0f;
+    for (float x : a) scale = std::max(scale, std::abs(x));
+    CHECK(test::max_abs_diff(a.data(), b.data(), a.size()) < 0.05f * scale);
 }

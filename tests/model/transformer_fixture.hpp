@@ -30,10 +30,12 @@ inline std::filesystem::path write_small_model(const std::string& tag, const mod
     return dir;
 }
 
-inline std::unique_ptr<model::transformer> load_model(const std::filesystem::path& dir, int tp = 1, int threads = 2) {
+inline std::unique_ptr<model::transformer> load_model(const std::filesystem::path& dir, int tp = 1, int threads = 2,
+                                                     model::arithmetic arith = model::arithmetic::fp32) {
     model::load_options o;
     o.threads = threads;
     o.tensor_parallel = tp;
+    o.arith = arith;
     auto m = model::transformer::load(dir, o);
     if (!m) throw std::runtime_error(m.error().what());
     return std::move(*m);
