@@ -47,6 +47,7 @@ constexpr key_spec k_schema[] = {
     {"runtime.max_batch", integer, "0", 0, 256, "", "most sequences in one decode job; 0 = the largest decode batch profile of the package"},
     {"runtime.decode_groups", integer, "1", 1, 2, "", "decode batches in flight: 1 = every decoding sequence in one batch (prefills use the other slot), 2 = two groups alternating on ping/pong"},
     {"runtime.kv_policy", string, "on_demand", 0, 0, "on_demand|reserve", "KV budgeting: on_demand reserves prompt + runtime.kv_step_tokens and grows (preempting by recompute when full); reserve holds prompt + max_tokens from admission"},
+    {"device.cpu_arithmetic", string, "bf16", 0, 0, "fp32|bf16", "arithmetic of the cpu backend's transformer (serve --model): bf16 = BF16 dot products accumulated in FP32 (the CPU's AVX512_BF16 instructions; elsewhere a portable form with the same bits, slower), fp32 = exact FP32 products; packages on the simulator compute in fp32"},
     {"runtime.prefill_chunk", integer, "512", 0, 1048576, "", "most prompt tokens one prefill job feeds; longer prompts are prefilled in chunks that interleave with decode batches, so running streams keep streaming (0 = whole prompts)"},
     {"runtime.prefix_cache", boolean, "true", 0, 0, "", "keep finished sequences' KV on the device and reuse it for prompts that start with the same tokens (evicted least recently used when KV is needed)"},
     {"runtime.prefix_cache_block", integer, "64", 16, 65536, "", "prefix cache granularity: prompts reuse cached KV in whole blocks of this many tokens"},

@@ -88,7 +88,10 @@ result<std::unique_ptr<simulation>> simulation::create(const sim_setup& setup, m
     sim->observer_ = std::move(observer);
     sim->inputs_ = std::move(inputs);
     sim->tracker_ = std::make_shared<tracker>();
-    auto cfg = config::load(std::nullopt, setup.overrides);
+    // The greedy check's reference computes in fp32: so does the cpu backend here.
+    std::vector<std::string> overrides{"device.cpu_arithmetic=fp32"};
+    overrides.insert(overrides.end(), setup.overrides.begin(), setup.overrides.end());
+    auto cfg = config::load(std::nullopt, overrides);
     if (!cfg) return cfg.error();
     sim->rt_ = std::make_unique<actors::runtime>(actors::run_mode::deterministic, 1);
     simulation* self = sim.get();

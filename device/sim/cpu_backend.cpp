@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <limits>
 
+#include <spdlog/spdlog.h>
+
 #include "device/sim/reference_model.hpp"
 
 namespace calserve::device::sim {
@@ -72,6 +74,12 @@ result<std::shared_ptr<sim_device>> open_cpu_device(const std::filesystem::path&
     auto spec = cpu_package_spec(*hf, context, cfg.integer("runtime.max_running"), model_dir,
                                  max_batch > 0 ? max_batch : k_cpu_default_max_batch);
     sim_options o = sim_options_for(cfg, scheduler, std::move(faults));
+    const auto arith = model::parse_arithmetic(cfg.string("device.cpu_arithmetic")).value_or(model::arithmetic::bf16);
+    o.make_model = reference_model_factory(static_cast<int>(cfg.integer("device.sim.model_threads")), arith);
+    spdlog::info("cpu backend: {} arithmetic{}", model::to_string(arith),
+                 arith == model::arithmetic::bf16 && !model::bf16_products_native()
+                     ? " (no AVX512_BF16 on this CPU: the portable form, same bits, slower; consider fp32)"
+                     : "");
     o.latency = latency_constants{};
     // No NPU pacing unless asked for: by default a job completes when its numbers
     // exist; an explicit device.sim.step_ms / d2h_ms (the soak) paces it.

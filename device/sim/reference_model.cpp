@@ -5,8 +5,8 @@
 
 namespace calserve::device::sim {
 
-model_factory reference_model_factory(int threads) {
-    return [threads](const package_spec& spec) -> result<std::unique_ptr<model::causal_lm>> {
+model_factory reference_model_factory(int threads, model::arithmetic arith) {
+    return [threads, arith](const package_spec& spec) -> result<std::unique_ptr<model::causal_lm>> {
         if (spec.reference_model_dir.empty())
             return make_error(status::package_invalid, "package " + spec.name + " names no reference model directory");
         if (spec.chip_count > 2)
@@ -14,6 +14,7 @@ model_factory reference_model_factory(int threads) {
         model::load_options opts;
         opts.threads = threads;
         opts.tensor_parallel = static_cast<int>(spec.chip_count);
+        opts.arith = arith;
         return model::load_causal_lm(spec.reference_model_dir, opts);
     };
 }

@@ -7,11 +7,14 @@
 
 #include "config/config.hpp"
 #include "device/sim/sim_device.hpp"
+#include "model/cpu/kernels.hpp"
 
 namespace calserve::device::sim {
 
 // Loads `spec.reference_model_dir` with tensor_parallel = spec.chip_count.
-model_factory reference_model_factory(int threads);
+// `arith`: the transformer's arithmetic mode (model/cpu/kernels.hpp); the simulator's
+// packages use fp32 (what golden corpora and reference tools compute).
+model_factory reference_model_factory(int threads, model::arithmetic arith = model::arithmetic::fp32);
 
 // sim_options from `device.sim.*` with the reference-model factory and the given clock/faults.
 sim_options sim_options_for(const config& cfg, sim_scheduler& scheduler, std::shared_ptr<fault_registry> faults = {});

@@ -22,7 +22,10 @@ engine_harness::engine_harness(on_package_t, std::vector<std::string> overrides,
 }
 
 void engine_harness::open(const std::vector<std::string>& overrides, actors::engine_setup setup, actors::run_mode mode) {
-    auto cfg = config::load(std::nullopt, overrides);
+    // The cpu backend computes as the greedy references do (fp32) unless a test says otherwise.
+    std::vector<std::string> all{"device.cpu_arithmetic=fp32"};
+    all.insert(all.end(), overrides.begin(), overrides.end());
+    auto cfg = config::load(std::nullopt, all);
     REQUIRE(cfg.ok());
     setup.metrics = &metrics;
     auto e = actors::serving_engine::create(rt, *cfg, setup);

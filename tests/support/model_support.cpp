@@ -76,14 +76,22 @@ std::vector<std::int32_t> random_prompt(int seed, int length) {
 
 std::vector<std::int32_t> reference_greedy(const std::filesystem::path& model_dir,
                                                const std::vector<std::int32_t>& prompt, std::int64_t max_tokens) {
-    // One loaded model per directory for the whole test binary; sequence ids keep runs apart.
+    return reference_greedy(model_dir, prompt, max_tokens, model::arithmetic::fp32);
+}
+
+std::vector<std::int32_t> reference_greedy(const std::filesystem::path& model_dir,
+                                               const std::vector<std::int32_t>& prompt, std::int64_t max_tokens,
+                                               model::arithmetic arith) {
+    // One loaded model per directory and mode for the whole test binary; sequence ids keep runs apart.
     static std::mutex mutex;
-    static std::map<std::filesystem::path, std::unique_ptr<model::causal_lm>> models;
+    static std::map<std::pair<std::filesystem::path, int>, std::unique_ptr<model::causal_lm>> models;
     static model::seq_id next_seq = 1;
     std::lock_guard lock(mutex);
-    auto& slot = models[model_dir];
+    auto& slot = models[{model_dir, int(arith)}];
     if (!slot) {
-        auto lm = model::load_causal_lm(model_dir, {});
+        model::load_options opts;
+        opts.arith = arith;
+        auto lm = model::load_causal_lm(model_dir, opts);
         REQUIRE(lm.ok());
         slot = std::move(lm.value());
     }

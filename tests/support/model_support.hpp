@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "model/cpu/kernels.hpp"
+
 namespace calserve::test {
 
 // A tiny synthetic Qwen3 model directory (preset "tiny-dense" or "tiny-moe").
@@ -21,7 +23,11 @@ std::filesystem::path package_model_dir(const std::filesystem::path& package_dir
 std::vector<std::int32_t> random_prompt(int seed, int length);
 // Greedy continuation on the reference transformer, argmax over BF16-rounded
 // logits exactly as the device returns them (ties: lowest id).
+// In fp32 arithmetic (the reference tools' mode; engine_harness pins the cpu backend to it).
 std::vector<std::int32_t> reference_greedy(const std::filesystem::path& model_dir, const std::vector<std::int32_t>& prompt,
                                            std::int64_t max_tokens);
+// The same in a given arithmetic mode.
+std::vector<std::int32_t> reference_greedy(const std::filesystem::path& model_dir, const std::vector<std::int32_t>& prompt,
+                                           std::int64_t max_tokens, model::arithmetic arith);
 
 }  // namespace calserve::test
