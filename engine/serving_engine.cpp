@@ -61,11 +61,12 @@ std::vector<decode_profile> decode_profiles_of(const device::package_spec& spec)
     return out;
 }
 
-// The profile a batch of `rows` runs in (the smallest that holds it).
+// The profile a batch of `rows` runs in (the smallest that holds it: pick_profile).
 std::int64_t pick_profile_batch(const std::vector<decode_profile>& profiles, std::int64_t rows) {
-    for (const auto& p : profiles)
-        if (p.batch >= rows) return p.batch;
-    return 0;
+    std::vector<std::int64_t> batches;
+    for (const auto& p : profiles) batches.push_back(p.batch);
+    const auto i = pick_profile(batches, rows);
+    return i ? profiles[*i].batch : 0;
 }
 
 // Forwards to the client's sink and tells the watchdog that tokens are flowing.
@@ -213,14 +214,14 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
     bopt.kv_wait = std::chrono::milliseconds(cfg.integer("runtime.kv_wait_ms"));
     bopt.policy.max_batch = int(max_batch);
     bopt.policy.decode_groups = int(cfg.integer("runtime.decode_groups"));
-    bopt.kv = cfg.string("runtime.kv_policy") == "reserve" ? kv_policy::reserve : kv_policy::on_demand;
-    bopt.kv_step_tokens = cfg.integer("runtime.kv_step_tokens");
+    bopt.kv.policy = cfg.string("runtime.kv_policy") == "reserve" ? kv_policy::reserve : kv_policy::on_demand;
+    bopt.kv.step_tokens = cfg.integer("runtime.kv_step_tokens");
     bopt.max_job_retries = int(cfg.integer("runtime.max_job_retries"));
     auto kv_info = spec->kv;
     std::int64_t block_tokens = std::max<std::int64_t>(1, kv_info.block_tokens);
     std::int64_t blocks = kv_info.capacity_tokens() / block_tokens;
     if (auto cap = cfg.integer("runtime.kv_blocks"); cap > 0) blocks = std::min(blocks, cap);
-    bopt.kv_block_tokens = block_tokens;
+    bopt.kv.block_tokens = block_tokens;
     sampler_options sopt;
     sopt.threads = int(cfg.integer("runtime.sampler_threads"));
     sopt.faults = faults_;
@@ -257,23 +258,24 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
 }
 
 void_result serving_engine::submit(generation_request request, std::shared_ptr<generation_sink> sink) {
-    auto state = device_state();
-    if (state == device_health::dead) return make_error(status::device_dead, "the device is dead");
-    if (!accepting_.load()) return make_error(status::not_ready, "server is draining");
+    // Admission at the door (plan_admission); its refusals keep their place among the
+    // request's own checks: dead, draining, the request, context, sampling, in flight.
+    const std::int64_t need = std::int64_t(request.prompt.size()) + request.max_tokens;
+    const auto door = plan_admission(door_admission(need));
+    if (door.reason == status::device_dead) return make_error(status::device_dead, "the device is dead");
+    if (door.reason == status::not_ready) return make_error(status::not_ready, "server is draining");
     if (request.prompt.empty()) return make_error(status::invalid_argument, "prompt: must not be empty");
     for (auto t : request.prompt)
         if (t < 0 || t >= card_.vocab_size)
             return make_error(status::invalid_argument, "prompt: token id " + std::to_string(t) + " outside the vocabulary");
     if (request.max_tokens < 1) return make_error(status::invalid_argument, "max_tokens: must be at least 1");
-    std::int64_t need = std::int64_t(request.prompt.size()) + request.max_tokens;
-    if (need > card_.usable_context)
+    if (door.reason == status::context_overflow)
         return make_error(status::context_overflow,
                           "prompt (" + std::to_string(request.prompt.size()) + " tokens) + max_tokens (" +
                               std::to_string(request.max_tokens) + ") exceeds the usable context of " +
                               std::to_string(card_.usable_context) + " tokens");
     if (auto v = model::validate(request.sampling, std::size_t(card_.vocab_size)); !v) return v.error();
-    if (registry_->in_flight.load() >= max_running_ + max_queued_)
-        return make_error(status::queue_full, "too many requests in flight");
+    if (door.reason == status::queue_full) return make_error(status::queue_full, "too many requests in flight");
 
     auto seq = std::make_shared<sequence_state>();
     seq->seq = ++next_seq_;
@@ -320,6 +322,20 @@ void_result serving_engine::submit(generation_request request, std::shared_ptr<g
     }
     (void)addr.tell(rq_start{});
     return {};
+}
+
+// Requests in flight beyond max_running count as queued (the BatchTick holds them in order).
+admission_input serving_engine::door_admission(std::int64_t need) const {
+    const std::int64_t in_flight = registry_->in_flight.load();
+    admission_input in;
+    in.running = std::min(in_flight, max_running_);
+    in.queued = in_flight - in.running;
+    in.max_running = max_running_;
+    in.max_queued = max_queued_;
+    in.kv_could_ever_fit = need <= card_.usable_context;
+    in.accepting = accepting_.load();
+    in.device_dead = device_state() == device_health::dead;
+    return in;
 }
 
 std::optional<std::uint64_t> serving_engine::sequence_of(const std::string& request_id) const {

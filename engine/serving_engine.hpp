@@ -51,6 +51,7 @@ class kv_manager_actor;
 class device_actor;
 class sampler_actor;
 class engine_journal;
+struct admission_input;
 
 struct engine_setup {
     std::filesystem::path package_dir;     // sim backend: a calbin package directory
@@ -117,6 +118,7 @@ public:
 private:
     serving_engine() = default;
     void_result build(runtime& rt, const config& cfg, const engine_setup& setup);
+    admission_input door_admission(std::int64_t need) const;
     void start_watch(std::chrono::nanoseconds interval);
     result<std::unique_ptr<sequence_constraint>> make_constraint(output_constraint& c) const;
 
