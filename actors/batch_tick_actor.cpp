@@ -1,6 +1,7 @@
 #include "actors/batch_tick_actor.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <spdlog/spdlog.h>
 
 #include "actors/chip_session_actor.hpp"
@@ -15,7 +16,38 @@ namespace calserve::actors {
 namespace {
 // A preempted sequence waits for KV as long as its request lives (its own deadline ends it).
 constexpr std::chrono::nanoseconds k_preempted_kv_wait = std::chrono::hours(24);
+
+rq_failed device_dead_failure() { return rq_failed{make_error(status::device_dead, "device is dead")}; }
+
+// What preemption needs to know of a sequence in `phase`.
+victim_view victim_of(sequence_id seq, std::uint64_t admitted, seq_phase phase) {
+    return {seq, admitted, holds_kv(phase), holds_job(phase),
+            phase == seq_phase::growing || phase == seq_phase::finishing_grow,
+            phase == seq_phase::finishing_job || phase == seq_phase::finishing_grow};
+}
 }  // namespace
+
+std::string_view to_string(seq_phase p) {
+    switch (p) {
+        case seq_phase::kv_wait: return "kv_wait";
+        case seq_phase::kv_wait_awaiting: return "kv_wait_awaiting";
+        case seq_phase::ready: return "ready";
+        case seq_phase::growing: return "growing";
+        case seq_phase::prefill: return "prefill";
+        case seq_phase::decode: return "decode";
+        case seq_phase::awaiting: return "awaiting";
+        case seq_phase::finishing_job: return "finishing_job";
+        case seq_phase::finishing_grow: return "finishing_grow";
+        case seq_phase::released: return "released";
+    }
+    return "?";
+}
+
+batch_tick_actor::entry::entry(sequence_ptr s, address<request_actor> r, std::uint64_t order)
+    : seq(std::move(s)),
+      request(std::move(r)),
+      admitted(order),
+      life(k_seq_table, seq_phase::kv_wait, "seq:" + std::to_string(seq->seq)) {}
 
 batch_tick_actor::batch_tick_actor(runtime& rt, batch_tick_options options, metrics::calserve_metrics* metrics)
     : actor(rt, "batch_tick"), options_(options), metrics_(metrics) {
@@ -35,39 +67,45 @@ void batch_tick_actor::on_message(batch_tick_message& msg) {
     std::visit([this](auto& m) { on(m); }, msg);
     if (metrics_) {
         std::int64_t running = 0;
-        for (const auto& [id, e] : entries_) running += e.kv_granted ? 1 : 0;
+        for (const auto& [id, e] : entries_) running += holds_kv(e.phase()) ? 1 : 0;
         metrics_->requests_running.set(double(running));
         metrics_->requests_waiting.set(double(pending_.size() + entries_.size() - std::size_t(running)));
     }
 }
 
-void batch_tick_actor::on(bt_admit& m) {
-    if (dead_) {
-        (void)m.request.tell(rq_failed{make_error(status::device_dead, "device is dead")}, id());
-        return;
-    }
-    if (std::int64_t(entries_.size()) >= options_.max_running) {
-        pending_.push_back(std::move(m));
-        return;
-    }
-    auto& e = entries_[m.seq->seq];
-    e.seq = std::move(m.seq);
-    e.request = std::move(m.request);
-    e.admitted = ++admitted_;
-    request_kv(e, false);
+// The engine admitted the request at its door (device, draining, context, the in-flight
+// bound); here only `max_running` and the order of arrival decide (KV waits are the KvManager's).
+admission_input batch_tick_actor::admission_now(std::int64_t ahead) const {
+    admission_input in;
+    in.running = std::int64_t(entries_.size());
+    in.queued = ahead;
+    in.max_running = options_.max_running;
+    in.max_queued = std::numeric_limits<std::int64_t>::max();  // bounded by the engine (max_running + max_queued)
+    in.device_dead = dead_;
+    return in;
 }
 
-std::int64_t batch_tick_actor::round_to_blocks(const entry& e, std::int64_t tokens) const {
-    const std::int64_t block = std::max<std::int64_t>(1, options_.kv_block_tokens);
-    return std::min(e.seq->full_tokens, (tokens + block - 1) / block * block);
+void batch_tick_actor::on(bt_admit& m) {
+    const auto d = plan_admission(admission_now(std::int64_t(pending_.size())));
+    if (d.verdict == admission::reject) {
+        (void)m.request.tell(device_dead_failure(), id());  // the only refusal here (reason device_dead)
+    } else if (d.verdict == admission::queue) {
+        pending_.push_back(std::move(m));
+    } else {
+        admit(std::move(m));
+    }
+}
+
+void batch_tick_actor::admit(bt_admit m) {
+    const sequence_id sid = m.seq->seq;
+    auto [it, fresh] = entries_.try_emplace(sid, std::move(m.seq), std::move(m.request), ++admitted_);
+    CALSERVE_INVARIANT(fresh, "sequence admitted twice");
+    request_kv(it->second, false);
 }
 
 void batch_tick_actor::request_kv(entry& e, bool front) {
     auto& seq = *e.seq;
-    std::int64_t want = seq.full_tokens;
-    if (options_.kv == kv_policy::on_demand)
-        want = std::min(seq.full_tokens, std::int64_t(seq.tokens.size()) + options_.kv_step_tokens);
-    want = round_to_blocks(e, want);
+    const std::int64_t want = kv_reserve_tokens(options_.kv, std::int64_t(seq.tokens.size()), seq.full_tokens);
     auto self = address<batch_tick_actor>(shared_from_this());
     auto me = id();
     auto deadline = rt().now() + (front ? k_preempted_kv_wait : options_.kv_wait);
@@ -77,6 +115,7 @@ void batch_tick_actor::request_kv(entry& e, bool front) {
                        },
                        seq.full_tokens, front, nullptr, cache_key{}};
     if (options_.prefix_cache) {
+        // What its next prefill feeds from position 0: looked up when the grant is made.
         reserve.prefix = std::make_shared<const std::vector<token_id>>(seq.tokens);
         reserve.scope = seq.scope;
     }
@@ -92,38 +131,25 @@ void batch_tick_actor::on(bt_kv_granted& m) {
         return;
     }
     entry& e = it->second;
-    if (e.finishing) {
-        release(m.seq);
-        return;
-    }
     if (!m.outcome.ok()) {
         (void)e.request.tell(rq_failed{m.outcome.error()}, id());
+        e.life.transition_to(seq_phase::released);
         entries_.erase(it);  // nothing held: the Request's bt_finish will find no entry
         admit_pending();
         return;
     }
-    e.kv_granted = true;
-    if (m.cached_tokens > 0) {
-        // Its first tokens' KV is being copied in: the prefill feeds the rest.
-        e.seq->device_len = m.cached_tokens;
-        e.seq->cached_tokens = m.cached_tokens;
-        e.reprefill = false;
-        e.on_device = false;
-    }
+    // Only the kv_wait phases have a kv_reserve out; any other phase is reported, not applied.
+    if (!e.life.transition_to(e.phase() == seq_phase::kv_wait_awaiting ? seq_phase::awaiting : seq_phase::ready)) return;
+    e.cached = m.cached_tokens;  // a hit: the KV of its first tokens is being copied in
+    if (e.cached > 0) e.seq->cached_tokens = e.cached;
     schedule();
 }
 
-// On-demand growth: the next job would pass the reservation.
-bool batch_tick_actor::needs_room(const entry& e) const {
-    return e.kv_granted && std::int64_t(e.seq->tokens.size()) > e.seq->kv_tokens;
-}
-
 void batch_tick_actor::grow_kv(entry& e, sequence_id preempt) {
-    const std::int64_t want =
-        round_to_blocks(e, std::int64_t(e.seq->tokens.size()) + options_.kv_step_tokens);
+    const std::int64_t want = kv_grow_tokens(options_.kv, std::int64_t(e.seq->tokens.size()), e.seq->full_tokens);
     auto self = address<batch_tick_actor>(shared_from_this());
     auto me = id();
-    e.growing = true;
+    e.life.transition_to(seq_phase::growing);
     (void)kv_.tell(kv_grow{e.seq->seq, want, preempt,
                            [self, me, want](kv_grant g) { (void)self.tell(bt_kv_grown{g.seq, want, g.outcome}, me); }},
                    id());
@@ -131,13 +157,13 @@ void batch_tick_actor::grow_kv(entry& e, sequence_id preempt) {
 
 void batch_tick_actor::on(bt_kv_grown& m) {
     auto it = entries_.find(m.seq);
-    if (it == entries_.end() || !it->second.growing) return;  // gone, or preempted since it asked
+    if (it == entries_.end()) return;
     entry& e = it->second;
-    e.growing = false;
-    if (e.finishing) {
-        if (!e.job_active) release(m.seq);
+    if (e.phase() == seq_phase::finishing_grow) {
+        release(m.seq);
         return;
     }
+    if (!e.life.transition_to(seq_phase::ready)) return;  // no grow was out: reported
     if (m.outcome.ok()) {
         e.seq->kv_tokens = m.tokens;
     } else if (m.outcome.code() == status::kv_full) {
@@ -146,20 +172,18 @@ void batch_tick_actor::on(bt_kv_grown& m) {
     schedule();
 }
 
-// No free block for `grower`: free the most recently admitted sequence not in a job.
+// No free block for `grower` (ready again, its grow refused): `plan_victim` picks whose KV goes.
 void batch_tick_actor::preempt(entry& grower) {
-    std::vector<victim_view> candidates;
-    for (const auto& [sid, e] : entries_)
-        if (e.kv_granted && !e.job_active && !e.finishing && (!e.growing || &e == &grower))
-            candidates.push_back({sid, e.admitted});
-    auto victim_id = plan_victim(candidates);
+    std::vector<victim_view> seqs;
+    seqs.reserve(entries_.size());
+    for (const auto& [sid, e] : entries_) seqs.push_back(victim_of(sid, e.admitted, e.phase()));
+    auto victim_id = plan_victim(seqs);
     if (!victim_id) return;  // cannot happen: the grower itself is a candidate
     entry& v = entries_.at(*victim_id);
     ++preemptions_;
     if (metrics_) metrics_->preemptions_total.inc();
-    v.kv_granted = false;
-    v.growing = false;
-    v.reprefill = true;
+    v.life.transition_to(v.phase() == seq_phase::awaiting ? seq_phase::kv_wait_awaiting : seq_phase::kv_wait);
+    if (v.copy == device_copy::held) v.copy = device_copy::lost;
     v.group = k_no_group;
     (void)device_.tell(da_kv_free{v.seq->seq}, id());
     if (&v == &grower) {
@@ -174,11 +198,10 @@ void batch_tick_actor::on(bt_slot_free& m) {
     slot_free_[device::index_of(m.slot)] = true;
     job_ended(m.rows, job_end::completed);
     for (auto seq : m.unrun)
-        if (auto it = entries_.find(seq); it != entries_.end()) it->second.awaiting = false;
+        if (auto it = entries_.find(seq); it != entries_.end()) stop_awaiting(it->second);
     for (auto seq : m.go_on) {
         auto it = entries_.find(seq);
-        if (it == entries_.end() || it->second.finishing || !it->second.awaiting) continue;
-        it->second.awaiting = false;
+        if (it == entries_.end() || !stop_awaiting(it->second)) continue;
         it->second.last_served = rt().now();
         ++it->second.answers_to_skip;
     }
@@ -197,19 +220,28 @@ void batch_tick_actor::job_ended(const std::vector<sequence_id>& rows, job_end h
         auto it = entries_.find(seq);
         if (it == entries_.end()) continue;
         entry& e = it->second;
-        e.job_active = false;
+        const bool ending = e.phase() == seq_phase::finishing_job;
         if (how == job_end::completed) {
             e.seq->failed_jobs = 0;
+            if (!ending) e.life.transition_to(seq_phase::awaiting);
         } else {
-            e.awaiting = false;
-            e.reprefill = true;
-            if (how == job_end::failed && ++e.seq->failed_jobs > options_.max_job_retries && !e.finishing) {
+            if (e.copy == device_copy::held) e.copy = device_copy::lost;
+            if (!ending) e.life.transition_to(seq_phase::ready);
+            if (how == job_end::failed && ++e.seq->failed_jobs > options_.max_job_retries && !ending) {
                 give_up(seq, e);
                 continue;
             }
         }
-        if (e.finishing) release(seq);
+        if (ending) release(seq);
     }
+}
+
+// Its Request's answer is no longer waited for (it came, the token went on, or no token
+// came); false when it was not awaiting one.
+bool batch_tick_actor::stop_awaiting(entry& e) {
+    if (e.phase() == seq_phase::awaiting) return e.life.transition_to(seq_phase::ready);
+    if (e.phase() == seq_phase::kv_wait_awaiting) return e.life.transition_to(seq_phase::kv_wait);
+    return false;
 }
 
 // The sequence's jobs keep failing (a poison request, or one the device cannot run):
@@ -233,7 +265,7 @@ void batch_tick_actor::on(bt_continue& m) {
             --it->second.answers_to_skip;
             return;
         }
-        it->second.awaiting = false;
+        stop_awaiting(it->second);
     }
     schedule();
 }
@@ -246,15 +278,24 @@ void batch_tick_actor::on(bt_finish& m) {
     }
     auto it = entries_.find(m.seq);
     if (it == entries_.end()) return;
-    it->second.finishing = true;
-    it->second.awaiting = false;
-    if (!it->second.job_active && !it->second.growing) release(m.seq);
+    entry& e = it->second;
+    switch (e.phase()) {
+        case seq_phase::prefill:
+        case seq_phase::decode: e.life.transition_to(seq_phase::finishing_job); break;
+        case seq_phase::growing: e.life.transition_to(seq_phase::finishing_grow); break;
+        case seq_phase::finishing_job:
+        case seq_phase::finishing_grow: break;  // already ending
+        default: release(m.seq); break;         // nothing holds it
+    }
     schedule();
 }
 
 void batch_tick_actor::on(bt_device_down&) {
     device_up_ = false;
-    for (auto& [id, e] : entries_) e.reprefill = true;
+    for (auto& [id, e] : entries_) {
+        if (e.copy == device_copy::held) e.copy = device_copy::lost;
+        e.cached = 0;  // copied into a device that lost it
+    }
     if (options_.prefix_cache) (void)kv_.tell(kv_drop_cache{}, id());  // the device lost every cached sequence
 }
 
@@ -267,26 +308,29 @@ void batch_tick_actor::on(bt_device_up&) {
 void batch_tick_actor::on(bt_device_dead&) {
     dead_ = true;
     device_up_ = false;
-    for (auto& [id, e] : entries_) (void)e.request.tell(rq_failed{make_error(status::device_dead, "device is dead")}, this->id());
-    for (auto& p : pending_) (void)p.request.tell(rq_failed{make_error(status::device_dead, "device is dead")}, id());
+    for (auto& [id, e] : entries_) (void)e.request.tell(device_dead_failure(), this->id());
+    for (auto& p : pending_) (void)p.request.tell(device_dead_failure(), id());
     pending_.clear();
 }
 
 void batch_tick_actor::release(sequence_id seq) {
     auto it = entries_.find(seq);
     if (it == entries_.end()) return;
-    CALSERVE_INVARIANT(!it->second.job_active, "KV released while a job holds the sequence");
-    const entry& e = it->second;
-    bool held = e.kv_granted;
+    entry& e = it->second;
+    // finishing_job reaches here only once its job ended (job_ended).
+    CALSERVE_INVARIANT(e.phase() != seq_phase::prefill && e.phase() != seq_phase::decode,
+                       "KV released while a job holds the sequence");
+    bool held = holds_kv(e.phase());
     kv_release out{seq};
     if (options_.prefix_cache) {
-        // The KvManager keeps or frees the device KV itself; only valid KV may be kept.
+        // The KvManager keeps (prefix cache) or frees the device KV itself; only valid KV may be kept.
         const auto& s = *e.seq;
-        if (held && e.on_device && !e.reprefill && s.device_len > 0)
+        if (held && e.copy == device_copy::held && s.device_len > 0)
             out.cache = std::make_shared<const std::vector<token_id>>(s.tokens.begin(), s.tokens.begin() + s.device_len);
         out.scope = s.scope;
         held = false;
     }
+    e.life.transition_to(seq_phase::released);
     entries_.erase(it);
     // Not granted: the KvManager drops the waiter, or the grant comes back and is returned.
     (void)kv_.tell(std::move(out), id());
@@ -295,10 +339,15 @@ void batch_tick_actor::release(sequence_id seq) {
 }
 
 void batch_tick_actor::admit_pending() {
-    while (!pending_.empty() && std::int64_t(entries_.size()) < options_.max_running) {
+    while (!pending_.empty()) {
+        const auto d = plan_admission(admission_now(0));  // the head has nobody ahead of it
+        if (d.verdict == admission::queue) return;
         bt_admit next = std::move(pending_.front());
         pending_.pop_front();
-        on(next);
+        if (d.verdict == admission::reject)
+            (void)next.request.tell(device_dead_failure(), id());
+        else
+            admit(std::move(next));
     }
 }
 
@@ -308,20 +357,25 @@ std::optional<device::slot> batch_tick_actor::free_slot() const {
     return std::nullopt;
 }
 
-std::vector<seq_view> batch_tick_actor::views() {
+// on_demand: a ready sequence whose next job would pass its reservation grows first.
+// Only idle sequences are read: a job's holders write tokens and device_len meanwhile.
+void batch_tick_actor::grow_where_needed() {
+    for (auto& [sid, e] : entries_)
+        if (e.phase() == seq_phase::ready && kv_needs_grow(std::int64_t(e.seq->tokens.size()), e.seq->kv_tokens))
+            grow_kv(e, 0);
+}
+
+std::vector<seq_view> batch_tick_actor::views() const {
     std::vector<seq_view> out;
     out.reserve(entries_.size());
-    for (auto& [sid, e] : entries_) {
-        if (!e.kv_granted || e.finishing) continue;
-        // Only idle sequences are read: a job's holders write tokens and device_len meanwhile.
-        // A prefill also when the device holds less than all but the last token: a
-        // prompt partly prefilled (chunks) or partly copied from the prefix cache.
-        const bool prefill = e.reprefill || !e.on_device || e.seq->pending_tokens() > 1;
-        const bool idle = !e.job_active && !e.awaiting;
-        if (idle && !e.growing && needs_room(e)) grow_kv(e, 0);
-        const bool ready = idle && !e.growing;
-        out.push_back({sid, prefill, ready, e.seq->arrived, e.last_served, e.group, e.awaiting && !e.job_active,
-                       e.job_active, e.job_active && e.in_prefill});
+    for (const auto& [sid, e] : entries_) {
+        const auto p = e.phase();
+        if (!holds_kv(p) || p == seq_phase::finishing_job || p == seq_phase::finishing_grow) continue;
+        // A prefill also when the device holds less than all but the last token: the next
+        // chunk of a long prompt (runtime.prefill_chunk).
+        const bool prefill = e.copy != device_copy::held || e.seq->pending_tokens() > 1;
+        out.push_back({sid, prefill, p == seq_phase::ready, e.seq->arrived, e.last_served, e.group,
+                       p == seq_phase::awaiting, holds_job(p), p == seq_phase::prefill});
     }
     return out;
 }
@@ -332,27 +386,24 @@ void batch_tick_actor::commit(const job_choice& choice, device::slot slot) {
     rows.reserve(choice.rows.size());
     for (auto sid : choice.rows) {
         entry& e = entries_.at(sid);
-        if (e.reprefill) {
-            e.seq->device_len = 0;  // the device lost this sequence's KV: feed everything again
-            e.reprefill = false;
-            if (metrics_ && e.started) metrics_->requests_recovered.inc();  // resumed after a reset or preemption
+        const bool first = e.copy == device_copy::none;
+        if (e.copy != device_copy::held) {
+            // Nothing of it on the device (any more): feed everything, or all after a prefix cache hit.
+            e.seq->device_len = e.cached;
+            if (metrics_ && e.copy == device_copy::lost) metrics_->requests_recovered.inc();  // after a reset or preemption
         }
         CALSERVE_INVARIANT(std::int64_t(e.seq->tokens.size()) <= e.seq->kv_tokens, "job past the KV reservation");
-        e.job_active = true;
-        e.in_prefill = choice.prefill;
-        e.awaiting = true;
-        e.on_device = true;
+        e.life.transition_to(choice.prefill ? seq_phase::prefill : seq_phase::decode);
+        e.copy = device_copy::held;
+        e.cached = 0;
         if (!choice.prefill) e.group = group;
-        if (!e.started) {
-            e.started = true;
-            (void)e.request.tell(rq_scheduled{}, id());
-        }
+        if (first) (void)e.request.tell(rq_scheduled{}, id());
         rows.push_back(e.seq);
     }
     if (!choice.prefill) {
         // Members of this slot's group left out (the group grew past its cap) go to whichever slot frees next.
         for (auto& [sid, e] : entries_)
-            if (e.group == group && !e.job_active) e.group = k_no_group;
+            if (e.group == group && !holds_job(e.phase())) e.group = k_no_group;
     }
     tick_ = after_job(tick_, choice);
     slot_free_[device::index_of(slot)] = false;
@@ -365,6 +416,7 @@ void batch_tick_actor::schedule() {
         if (!slot) return;
         const auto other = *slot == device::slot::ping ? device::slot::pong : device::slot::ping;
         const bool other_busy = options_.max_inflight >= 2 && !slot_free_[device::index_of(other)];
+        grow_where_needed();
         auto seqs = views();
         auto choice = plan_next_job(seqs, tick_, options_.policy, rt().now(),
                                     slot_view{int(device::index_of(*slot)), other_busy});

@@ -8,32 +8,63 @@
 //! boundary); this actor only applies it. With two slots the decoding sequences
 //! form two groups that alternate on ping and pong.
 //!
-//! KV (runtime.kv_policy): `reserve` holds prompt + max_tokens from admission;
-//! `on_demand` holds the prompt plus `kv_step_tokens` and grows before a job
-//! would pass the reservation (kv_grow). A grow that finds no free block
-//! preempts by recompute: the most recently admitted sequence not in a job
-//! (maybe the grower itself) gives its KV back and re-queues, ahead of new
-//! admissions, to re-prefill prompt + the tokens generated so far. The client
-//! sees a pause, never an error or a duplicated token.
+//! Admission, KV sizing and preemption are the pure functions of
+//! actors/schedule_policy.hpp too (`plan_admission`, `kv_reserve_tokens`,
+//! `kv_grow_tokens`, `plan_victim`). KV (runtime.kv_policy): `reserve` holds
+//! prompt + max_tokens from admission; `on_demand` holds the prompt plus
+//! `kv_step_tokens` and grows before a job would pass the reservation
+//! (kv_grow). A grow that finds no free block preempts by recompute: the most
+//! recently admitted sequence holding KV that is in no job, has no grow out and
+//! is not ending (maybe the grower itself) gives its KV back and re-queues,
+//! ahead of new admissions, to re-prefill prompt + the tokens generated so far.
+//! The client sees a pause, never an error or a duplicated token.
 //!
-//! Per sequence: job_active (a job holds it: ChipSession/Device/Sampler),
-//! awaiting (its token went to the Request, which answers continue/finish),
-//! finishing (terminal: release once no job holds it), reprefill (the device
-//! lost its KV: the next job re-prefills prompt + generated tokens), growing (a
-//! kv_grow is out), group (the slot it last decoded in). A row whose token cannot
-//! have ended it (bt_slot_free::go_on) stops awaiting at once: the batch need not
-//! wait for its Request, whose answer for that token is then only counted.
-//! Prefix cache: a grant that hit starts the sequence at `cached_tokens` on the
-//! device (its prefill feeds the rest); a device fault drops the cache.
+//! Sequence lifecycle (per admitted sequence, `seq_phase`, table below):
+//!
+//!                  granted                   run
+//!   bt_admit --> kv_wait ----------> ready ----------------------> prefill, decode
+//!                 ^   ^  preempted   | | | ^                           |        |
+//!                 |   +--------------+ | | +--- job failed or lost ---+        | job done
+//!                 |          kv_grow   | |                                     v
+//!                 |   growing <--------+ +---- continue, go_on, unrun ---- awaiting
+//!                 |      |                 ^                                |   ^
+//!                 |      +--- grown, ------+                      preempted |   | granted
+//!                 |           refused                                       v   |
+//!                 +------------------- continue -------------------- kv_wait_awaiting
+//!
+//!   bt_finish:  prefill, decode --> finishing_job  --job ends-->     released
+//!               growing         --> finishing_grow --grow answer--> released
+//!               kv_wait, kv_wait_awaiting, ready, awaiting --------> released
+//!   refused grant (kv_wait, kv_wait_awaiting) and retries exhausted (ready,
+//!   after the failed job) --> released.
+//!
+//! `awaiting`: its token went to the Request, which answers continue or finish.
+//! A row whose token cannot have ended it (bt_slot_free::go_on) leaves
+//! `awaiting` at once: the batch need not wait for its Request, whose answer for
+//! that token is then only counted (`answers_to_skip`). `unrun` rows (another
+//! row's fault refused the job) get no token and are `ready` again.
+//! Beside the phase, the device's copy of its KV (`device_copy`): `none` before
+//! its first job, `held` after one, `lost` when a device fault, a lost or failed
+//! job or a preemption dropped it; a job over a sequence whose copy is not
+//! `held` is a prefill of prompt + generated tokens, from position 0, or from
+//! `cached` when its grant hit the prefix cache (the KvManager copied those
+//! tokens' KV in before granting); a device fault clears `cached` and drops the
+//! cache. A `held` sequence whose device holds less than all but its last token
+//! (a chunk of a long prompt prefilled, `runtime.prefill_chunk`) also gets a
+//! prefill job, of the next chunk. Released sequences whose copy is `held` are
+//! handed to the KvManager to keep as cache entries (it frees them itself).
+//!
 //! Invariants: a sequence is in at most one job; KV is released exactly once,
-//! and never while a job holds the sequence; a slot carries one job at a time;
-//! a job never feeds a sequence past its reservation (tokens <= kv_tokens).
+//! and never while a job holds the sequence (no prefill/decode -> released in
+//! the table); a slot carries one job at a time; a job never feeds a sequence
+//! past its reservation (tokens <= kv_tokens).
 #include <array>
 #include <deque>
 #include <map>
 
 #include "actors/runtime/actor.hpp"
 #include "actors/batch_tick_messages.hpp"
+#include "actors/runtime/lifecycle.hpp"
 #include "actors/schedule_policy.hpp"
 
 namespace calserve::metrics {
@@ -47,16 +78,72 @@ class kv_manager_actor;
 class device_actor;
 class request_actor;
 
-enum class kv_policy : std::uint8_t { on_demand, reserve };
+enum class seq_phase : std::uint8_t {
+    kv_wait,           // admitted: its kv_reserve is out
+    kv_wait_awaiting,  // preempted while its Request had a token to answer: kv_reserve out, answer pending
+    ready,             // holds KV, idle: the next job may take it (after a kv_grow if it needs room)
+    growing,           // holds KV, a kv_grow is out
+    prefill,           // its prefill job is in flight
+    decode,            // a decode job holding it is in flight
+    awaiting,          // holds KV; its token is with the Request, which answers continue or finish
+    finishing_job,     // the Request ended while a job held it: released when the job ends
+    finishing_grow,    // the Request ended while a kv_grow was out: released at the answer
+    released,          // KV given back, the entry dropped
+};
+std::string_view to_string(seq_phase p);
+
+inline constexpr std::array<transition<seq_phase>, 23> k_seq_table{{
+    {seq_phase::kv_wait, seq_phase::ready},                  // granted
+    {seq_phase::kv_wait, seq_phase::released},               // finished, or the grant refused
+    {seq_phase::kv_wait_awaiting, seq_phase::awaiting},      // granted
+    {seq_phase::kv_wait_awaiting, seq_phase::kv_wait},       // continue
+    {seq_phase::kv_wait_awaiting, seq_phase::released},      // finished, or the grant refused
+    {seq_phase::ready, seq_phase::growing},                  // kv_grow
+    {seq_phase::ready, seq_phase::prefill},                  // run
+    {seq_phase::ready, seq_phase::decode},                   // run
+    {seq_phase::ready, seq_phase::kv_wait},                  // preempted
+    {seq_phase::ready, seq_phase::released},                 // finished, or retries exhausted
+    {seq_phase::growing, seq_phase::ready},                  // grown, or refused
+    {seq_phase::growing, seq_phase::finishing_grow},         // finished
+    {seq_phase::finishing_grow, seq_phase::released},        // the grow answered
+    {seq_phase::prefill, seq_phase::awaiting},               // job done: token sampled
+    {seq_phase::decode, seq_phase::awaiting},
+    {seq_phase::prefill, seq_phase::ready},                  // job failed or lost
+    {seq_phase::decode, seq_phase::ready},
+    {seq_phase::prefill, seq_phase::finishing_job},          // finished
+    {seq_phase::decode, seq_phase::finishing_job},
+    {seq_phase::finishing_job, seq_phase::released},         // the job ended
+    {seq_phase::awaiting, seq_phase::ready},                 // continue, go_on, unrun
+    {seq_phase::awaiting, seq_phase::kv_wait_awaiting},      // preempted
+    {seq_phase::awaiting, seq_phase::released},              // finished
+}};
+
+// KV is never released while a job holds the sequence.
+static_assert(!is_legal(k_seq_table, seq_phase::prefill, seq_phase::released) &&
+              !is_legal(k_seq_table, seq_phase::decode, seq_phase::released));
+
+// KV granted to it (the KvManager holds blocks for it).
+constexpr bool holds_kv(seq_phase p) {
+    return p != seq_phase::kv_wait && p != seq_phase::kv_wait_awaiting && p != seq_phase::released;
+}
+// A job holds it (the job's holders own the sequence's tokens meanwhile).
+constexpr bool holds_job(seq_phase p) {
+    return p == seq_phase::prefill || p == seq_phase::decode || p == seq_phase::finishing_job;
+}
+
+// The device's copy of a sequence's KV: a job over a copy that is not `held` is a prefill.
+enum class device_copy : std::uint8_t {
+    none,  // no job ran it yet
+    held,  // a job ran it; the device keeps its KV
+    lost,  // a device fault, a lost or failed job or a preemption dropped it: re-prefill
+};
 
 struct batch_tick_options {
     int max_inflight = 2;
     std::int64_t max_running = 64;
     schedule_params policy;                  // policy.max_batch: rows per decode job
     std::chrono::nanoseconds kv_wait{std::chrono::seconds(5)};
-    kv_policy kv = kv_policy::reserve;
-    std::int64_t kv_step_tokens = 64;        // on_demand: room beyond the prompt, and the growth step
-    std::int64_t kv_block_tokens = 256;
+    kv_sizing kv;                            // runtime.kv_policy (default on_demand), kv_step_tokens, block size
     // A sequence whose jobs were lost to device faults more than this many times in a
     // row fails alone (job_retries_exhausted): one request cannot reset the device forever.
     int max_job_retries = 2;
@@ -78,20 +165,19 @@ public:
 
 private:
     struct entry {
+        entry(sequence_ptr s, address<request_actor> r, std::uint64_t order);
+        seq_phase phase() const { return life.state(); }
+
         sequence_ptr seq;
         address<request_actor> request;
         std::uint64_t admitted = 0;           // admission order (preemption picks the largest)
-        bool kv_granted = false;
-        bool job_active = false;
-        bool in_prefill = false;              // the active job is its prefill
-        bool awaiting = false;
-        bool finishing = false;
-        bool reprefill = false;
-        bool started = false;
-        bool on_device = false;               // a job ran it: the next one decodes unless reprefill
-        bool growing = false;
+        lifecycle<seq_phase, k_seq_table.size()> life;
+        device_copy copy = device_copy::none;
+        // A prefix cache hit not yet used: its next prefill starts here (the device holds
+        // these first tokens, copied from a cached sequence), not at 0.
+        std::int64_t cached = 0;
         int answers_to_skip = 0;              // tokens it went on past (go_on): their answers only count
-        int group = k_no_group;
+        int group = k_no_group;               // the slot it last decoded in
         std::chrono::nanoseconds last_served{0};
     };
 
@@ -106,19 +192,21 @@ private:
     void on(bt_device_up& m);
     void on(bt_device_dead& m);
 
+    admission_input admission_now(std::int64_t ahead) const;
+    void admit(bt_admit m);
     void admit_pending();
     void give_up(sequence_id seq, entry& e);
     void request_kv(entry& e, bool front);
     void grow_kv(entry& e, sequence_id preempt);
+    void grow_where_needed();
     void preempt(entry& grower);
+    bool stop_awaiting(entry& e);
     void release(sequence_id seq);
     enum class job_end : std::uint8_t { completed, failed, lost };
     void job_ended(const std::vector<sequence_id>& rows, job_end how);
     void schedule();
-    bool needs_room(const entry& e) const;
-    std::vector<seq_view> views();
+    std::vector<seq_view> views() const;
     void commit(const job_choice& choice, device::slot slot);
-    std::int64_t round_to_blocks(const entry& e, std::int64_t tokens) const;
     std::optional<device::slot> free_slot() const;
 
     batch_tick_options options_;

@@ -5,6 +5,7 @@
 
 #include "actors/chip_session_actor.hpp"
 #include "actors/kv_manager_actor.hpp"
+#include "actors/schedule_policy.hpp"
 #include "metrics/metrics.hpp"
 #include "model/core/thread_pool.hpp"
 
@@ -21,6 +22,7 @@ device_actor::device_actor(runtime& rt, std::shared_ptr<device::device> dev, dev
     : actor(rt, "device"), dev_(std::move(dev)), options_(std::move(options)), metrics_(metrics),
       lifecycle_(k_device_health_table, device_health::unconfigured, "device"), jitter_(options_.jitter_seed) {
     if (options_.check_threads > 1) check_pool_ = std::make_unique<model::thread_pool>(options_.check_threads);
+    for (const auto& p : options_.decode_profiles) profile_batches_.push_back(p.batch);
 }
 
 device_actor::~device_actor() = default;
@@ -61,9 +63,8 @@ bool device_actor::move_to(device_health next, std::string note) {
 }
 
 const decode_profile* device_actor::profile_for(std::int64_t rows) const {
-    for (const auto& p : options_.decode_profiles)
-        if (p.batch >= rows) return &p;
-    return nullptr;
+    const auto i = pick_profile(profile_batches_, rows);
+    return i ? &options_.decode_profiles[*i] : nullptr;
 }
 
 const std::string& device_actor::submodel_of(const job_ptr& job) const {

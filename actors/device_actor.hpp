@@ -164,6 +164,7 @@ private:
 
     std::shared_ptr<device::device> dev_;
     device_actor_options options_;
+    std::vector<std::int64_t> profile_batches_;  // options_.decode_profiles' batches (pick_profile's input)
     metrics::calserve_metrics* metrics_;
     std::shared_ptr<engine_journal> journal_;
     address<chip_session_actor> session_;

@@ -98,13 +98,14 @@ tick_state after_job(tick_state state, const job_choice& choice) {
     return state;
 }
 
-std::int64_t pick_profile(std::span<const std::int64_t> profiles, std::int64_t rows) {
-    for (auto b : profiles)
-        if (b >= rows) return b;
-    return 0;
+std::optional<std::size_t> pick_profile(std::span<const std::int64_t> profiles, std::int64_t rows) {
+    for (std::size_t i = 0; i < profiles.size(); ++i)
+        if (profiles[i] >= rows) return i;
+    return std::nullopt;
 }
 
 admission_decision plan_admission(const admission_input& in) {
+    if (in.device_dead) return {admission::reject, status::device_dead};
     if (!in.accepting) return {admission::reject, status::not_ready};
     if (!in.kv_could_ever_fit) return {admission::reject, status::context_overflow};
     if (in.running < in.max_running && in.kv_fits_now && in.queued == 0) return {admission::admit, status::ok};
@@ -112,10 +113,31 @@ admission_decision plan_admission(const admission_input& in) {
     return {admission::reject, status::queue_full};
 }
 
-std::optional<std::uint64_t> plan_victim(std::span<const victim_view> candidates) {
+namespace {
+std::int64_t round_to_blocks(const kv_sizing& kv, std::int64_t tokens, std::int64_t full_tokens) {
+    const std::int64_t block = std::max<std::int64_t>(1, kv.block_tokens);
+    return std::min(full_tokens, (tokens + block - 1) / block * block);
+}
+}  // namespace
+
+std::int64_t kv_reserve_tokens(const kv_sizing& kv, std::int64_t tokens, std::int64_t full_tokens) {
+    std::int64_t want = full_tokens;
+    if (kv.policy == kv_policy::on_demand) want = std::min(full_tokens, tokens + kv.step_tokens);
+    return round_to_blocks(kv, want, full_tokens);
+}
+
+std::int64_t kv_grow_tokens(const kv_sizing& kv, std::int64_t tokens, std::int64_t full_tokens) {
+    return round_to_blocks(kv, tokens + kv.step_tokens, full_tokens);
+}
+
+bool kv_needs_grow(std::int64_t tokens, std::int64_t kv_tokens) { return tokens > kv_tokens; }
+
+bool preemptible(const victim_view& v) { return v.holds_kv && !v.in_job && !v.kv_request_out && !v.ending; }
+
+std::optional<std::uint64_t> plan_victim(std::span<const victim_view> sequences) {
     const victim_view* best = nullptr;
-    for (const auto& c : candidates)
-        if (!best || c.admitted > best->admitted) best = &c;
+    for (const auto& c : sequences)
+        if (preemptible(c) && (!best || c.admitted > best->admitted)) best = &c;
     if (!best) return std::nullopt;
     return best->seq;
 }

@@ -27,7 +27,18 @@
 //!     waited `ageing` or more goes before any decode. Decodes never starve:
 //!     after `prefill_budget` prefills the decode batch goes first (waiting, if
 //!     need be, for its step boundary).
-//! plan_admission: admit now, queue, or reject with the status to report.
+//! plan_admission: admit now, queue, or reject with the status to report. The
+//!   engine asks it at the front door (`submit`: device dead, draining, context,
+//!   `max_running + max_queued` in flight) and the BatchTick at `bt_admit` and
+//!   whenever a sequence leaves (`max_running` admitted, the rest wait FCFS).
+//! pick_profile: the decode program a batch runs in (DeviceActor), and the
+//!   largest one `runtime.max_batch` allows (engine).
+//! KV sizing (`runtime.kv_policy`): `reserve` holds prompt + max_tokens from
+//!   admission; `on_demand` holds the tokens so far plus `kv_step_tokens` and
+//!   grows by the same step before a job would pass the reservation. Both
+//!   block-rounded, never past prompt + max_tokens.
+//! Preemption: candidates hold KV, are in no job, have no KV request out and
+//!   are not ending; the victim is the most recently admitted candidate.
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -85,17 +96,18 @@ std::optional<job_choice> plan_next_job(std::span<const seq_view> seqs, const ti
 tick_state after_job(tick_state state, const job_choice& choice);
 // Largest group a slot takes when `decoders` sequences are decoding.
 int group_cap(int decoders, const schedule_params& params);
-// The smallest profile holding `rows` (profiles ascending); 0 when none does.
-std::int64_t pick_profile(std::span<const std::int64_t> profiles, std::int64_t rows);
+// The smallest profile holding `rows` (profiles ascending): its index; nullopt when none does.
+std::optional<std::size_t> pick_profile(std::span<const std::int64_t> profiles, std::int64_t rows);
 
 struct admission_input {
-    std::int64_t running = 0;        // admitted sequences holding KV
-    std::int64_t queued = 0;         // waiting for admission
+    std::int64_t running = 0;        // admitted sequences (KV requested or held)
+    std::int64_t queued = 0;         // waiting for admission ahead of this one
     std::int64_t max_running = 0;
     std::int64_t max_queued = 0;
-    bool kv_fits_now = false;        // try_reserve would succeed
-    bool kv_could_ever_fit = true;   // the sequence fits an empty pool
-    bool accepting = true;           // not draining, device usable
+    bool kv_fits_now = true;         // false: the KV it needs is not free now (true where the KvManager decides)
+    bool kv_could_ever_fit = true;   // the sequence fits the usable context / an empty pool
+    bool accepting = true;           // not draining
+    bool device_dead = false;        // the device is dead (checked first)
 };
 
 enum class admission : std::uint8_t { admit, queue, reject };
@@ -107,13 +119,36 @@ struct admission_decision {
 
 admission_decision plan_admission(const admission_input& in);
 
+// KV budgeting per sequence (runtime.kv_policy; the configuration's default is on_demand).
+enum class kv_policy : std::uint8_t { on_demand, reserve };
+
+struct kv_sizing {
+    kv_policy policy = kv_policy::on_demand;
+    std::int64_t step_tokens = 64;       // on_demand: room beyond the tokens so far, and the growth step
+    std::int64_t block_tokens = 256;     // reservations are whole blocks
+};
+
+// Tokens to reserve when a sequence holding `tokens` (prompt + generated so far) is
+// admitted, or re-admitted after a preemption: all of `full_tokens` under reserve.
+std::int64_t kv_reserve_tokens(const kv_sizing& kv, std::int64_t tokens, std::int64_t full_tokens);
+// on_demand: what the reservation grows to when the next job would pass it.
+std::int64_t kv_grow_tokens(const kv_sizing& kv, std::int64_t tokens, std::int64_t full_tokens);
+// The next job would feed `tokens` past a reservation of `kv_tokens`.
+bool kv_needs_grow(std::int64_t tokens, std::int64_t kv_tokens);
+
 // Preemption by recompute: the victim when a running sequence cannot extend its
-// KV — the most recently admitted sequence not in a job (it may be the one that
-// asked). Candidates are (sequence, admission order); nullopt when empty.
+// KV — the most recently admitted candidate (it may be the one that asked, whose
+// grow was refused). A candidate holds KV, is in no job (its KV is not in use),
+// has no KV request out and is not ending (its KV goes back anyway).
 struct victim_view {
     std::uint64_t seq = 0;
     std::uint64_t admitted = 0;   // admission order: larger = more recent
+    bool holds_kv = true;         // granted (not waiting for KV)
+    bool in_job = false;          // a job holds it
+    bool kv_request_out = false;  // a kv_grow is out for it
+    bool ending = false;          // its Request reached a terminal state
 };
-std::optional<std::uint64_t> plan_victim(std::span<const victim_view> candidates);
+bool preemptible(const victim_view& v);
+std::optional<std::uint64_t> plan_victim(std::span<const victim_view> sequences);
 
 }  // namespace calserve::actors

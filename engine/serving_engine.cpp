@@ -61,11 +61,53 @@ std::vector<decode_profile> decode_profiles_of(const device::package_spec& spec)
     return out;
 }
 
-// The profile a batch of `rows` runs in (the smallest that holds it).
-std::int64_t pick_profile_batch(const std::vector<decode_profile>& profiles, std::int64_t rows) {
-    for (const auto& p : profiles)
-        if (p.batch >= rows) return p.batch;
-    return 0;
+// The decode profiles a session uses and its rows per job: runtime.max_batch (0 or
+// past the largest: the largest) rounded up to the profile that runs it (pick_profile);
+// profiles above that one are never used.
+result<std::vector<decode_profile>> usable_profiles(const device::package_spec& spec, std::int64_t& max_batch) {
+    auto profiles = decode_profiles_of(spec);
+    if (!spec.first_of(device::submodel_kind::prefill) || profiles.empty() || profiles.front().batch != 1)
+        return make_error(status::submodel_not_found, "package needs a prefill and a batch-1 decode submodel");
+    if (max_batch <= 0 || max_batch > profiles.back().batch) max_batch = profiles.back().batch;
+    std::vector<std::int64_t> batches;
+    for (const auto& p : profiles) batches.push_back(p.batch);
+    profiles.resize(*pick_profile(batches, max_batch) + 1);
+    return profiles;
+}
+
+device_actor_options device_options_of(const config& cfg, std::string prefill_submodel,
+                                       std::vector<decode_profile> profiles,
+                                       std::shared_ptr<device::fault_registry> faults) {
+    device_actor_options dopt;
+    dopt.prefill_submodel = std::move(prefill_submodel);
+    dopt.prefill_chunk = cfg.integer("runtime.prefill_chunk");
+    dopt.decode_profiles = std::move(profiles);
+    dopt.wait_timeout = std::chrono::milliseconds(cfg.integer("device.wait_timeout_ms"));
+    dopt.wait_cost_factor = cfg.number("device.wait_cost_factor");
+    dopt.kv_apply_timeout = std::chrono::seconds(1);
+    dopt.reset_limit = int(cfg.integer("device.reset_limit"));
+    dopt.reset_backoff = std::chrono::milliseconds(cfg.integer("device.reset_backoff_ms"));
+    dopt.reset_backoff_max = std::chrono::milliseconds(cfg.integer("device.reset_backoff_max_ms"));
+    dopt.jitter_seed = std::uint64_t(cfg.integer("device.sim.seed"));
+    dopt.faults = std::move(faults);
+    dopt.check_threads = int(cfg.integer("runtime.sampler_threads"));
+    return dopt;
+}
+
+batch_tick_options tick_options_of(const config& cfg, std::int64_t max_batch, std::int64_t block_tokens) {
+    batch_tick_options bopt;
+    bopt.max_inflight = int(cfg.integer("runtime.max_inflight"));
+    bopt.max_running = cfg.integer("runtime.max_running");
+    bopt.policy.prefill_budget = int(cfg.integer("runtime.prefill_budget"));
+    bopt.kv_wait = std::chrono::milliseconds(cfg.integer("runtime.kv_wait_ms"));
+    bopt.policy.max_batch = int(max_batch);
+    bopt.policy.decode_groups = int(cfg.integer("runtime.decode_groups"));
+    bopt.kv.policy = cfg.string("runtime.kv_policy") == "reserve" ? kv_policy::reserve : kv_policy::on_demand;
+    bopt.kv.step_tokens = cfg.integer("runtime.kv_step_tokens");
+    bopt.kv.block_tokens = block_tokens;
+    bopt.max_job_retries = int(cfg.integer("runtime.max_job_retries"));
+    bopt.prefix_cache = cfg.boolean("runtime.prefix_cache");
+    return bopt;
 }
 
 // Forwards to the client's sink and tells the watchdog that tokens are flowing.
@@ -150,89 +192,85 @@ result<std::unique_ptr<serving_engine>> serving_engine::create(runtime& rt, cons
     return e;
 }
 
-void_result serving_engine::build(runtime& rt, const config& base_cfg, const engine_setup& setup) {
+void_result serving_engine::build(runtime& rt, const config& cfg, const engine_setup& setup) {
     rt_ = &rt;
     metrics_ = setup.metrics;
     registry_ = std::make_shared<registry>();
-    const config& cfg = base_cfg;
-    bool cpu = !setup.model_dir.empty();
-    std::int64_t slot_context = cfg.integer("runtime.slot_context");
-    scheduler_ = std::make_unique<runtime_scheduler>(rt);
-    if (setup.faults) {
-        faults_ = setup.faults;  // consumers declared by whoever made it
-    } else {
-        faults_ = std::make_shared<device::fault_registry>(std::uint64_t(cfg.integer("device.sim.seed")));
-        declare_engine_consumers(*faults_);
-    }
-    // Loads the package (or the HF directory) and configures the device (parameters in place).
-    auto dev = cpu ? device::sim::open_cpu_device(setup.model_dir, cfg, *scheduler_, faults_)
-                   : device::sim::open_sim_device(setup.package_dir, cfg, *scheduler_, faults_);
-    if (!dev) return dev.error();
-    device_ = *dev;
-    const device::package_spec* spec = &device_->package();
-    auto tok = model::tokenizer::load(spec->reference_model_dir);
-    if (!tok) return make_error(tok.code(), "tokenizer of " + spec->reference_model_dir.string() + ": " + tok.error().message);
-    tokenizer_ = *tok;
-    for (auto id : tokenizer_->eos_token_ids()) eos_ids_.push_back(id);
-
-    const auto* prefill = spec->first_of(device::submodel_kind::prefill);
-    auto profiles = decode_profiles_of(*spec);
-    if (!prefill || profiles.empty() || profiles.front().batch != 1)
-        return make_error(status::submodel_not_found, "package needs a prefill and a batch-1 decode submodel");
-    // runtime.max_batch caps the rows per job; profiles above it are never used.
+    const bool cpu = !setup.model_dir.empty();
+    if (auto r = open_device(cfg, setup); !r) return r;
+    const device::package_spec& spec = device_->package();
     std::int64_t max_batch = cfg.integer("runtime.max_batch");
-    if (max_batch <= 0 || max_batch > profiles.back().batch) max_batch = profiles.back().batch;
-    const std::int64_t top = pick_profile_batch(profiles, max_batch);
-    std::erase_if(profiles, [&](const decode_profile& p) { return p.batch > top; });
+    auto profiles = usable_profiles(spec, max_batch);
+    if (!profiles) return profiles.error();
 
     card_.name = setup.model_name.empty() ? (cpu ? setup.model_dir : setup.package_dir).filename().string() : setup.model_name;
-    card_.usable_context = std::min({spec->context, slot_context, tokenizer_->model_max_length()});
-    card_.vocab_size = spec->vocab_size;
+    card_.usable_context = std::min({spec.context, cfg.integer("runtime.slot_context"), tokenizer_->model_max_length()});
+    card_.vocab_size = spec.vocab_size;
     card_.max_prompt_bytes = tokenizer_->max_text_bytes(card_.usable_context - 1).value_or(0);
     card_.backend = cpu ? "cpu" : "sim";
     max_running_ = cfg.integer("runtime.max_running");
     max_queued_ = cfg.integer("runtime.max_queued");
     default_timeout_ms_ = cfg.integer("runtime.request_timeout_ms");
 
-    device_actor_options dopt;
-    dopt.prefill_submodel = prefill->name;
-    dopt.prefill_chunk = cfg.integer("runtime.prefill_chunk");
-    dopt.decode_profiles = profiles;
-    dopt.wait_timeout = std::chrono::milliseconds(cfg.integer("device.wait_timeout_ms"));
-    dopt.wait_cost_factor = cfg.number("device.wait_cost_factor");
-    dopt.kv_apply_timeout = std::chrono::seconds(1);
-    dopt.reset_limit = int(cfg.integer("device.reset_limit"));
-    dopt.reset_backoff = std::chrono::milliseconds(cfg.integer("device.reset_backoff_ms"));
-    dopt.reset_backoff_max = std::chrono::milliseconds(cfg.integer("device.reset_backoff_max_ms"));
-    dopt.jitter_seed = std::uint64_t(cfg.integer("device.sim.seed"));
-    dopt.faults = faults_;
-    dopt.check_threads = int(cfg.integer("runtime.sampler_threads"));
-    batch_tick_options bopt;
-    bopt.max_inflight = int(cfg.integer("runtime.max_inflight"));
-    bopt.max_running = max_running_;
-    bopt.policy.prefill_budget = int(cfg.integer("runtime.prefill_budget"));
-    bopt.kv_wait = std::chrono::milliseconds(cfg.integer("runtime.kv_wait_ms"));
-    bopt.policy.max_batch = int(max_batch);
-    bopt.policy.decode_groups = int(cfg.integer("runtime.decode_groups"));
-    bopt.kv = cfg.string("runtime.kv_policy") == "reserve" ? kv_policy::reserve : kv_policy::on_demand;
-    bopt.kv_step_tokens = cfg.integer("runtime.kv_step_tokens");
-    bopt.max_job_retries = int(cfg.integer("runtime.max_job_retries"));
-    bopt.prefix_cache = cfg.boolean("runtime.prefix_cache");
-    auto kv_info = spec->kv;
-    std::int64_t block_tokens = std::max<std::int64_t>(1, kv_info.block_tokens);
-    std::int64_t blocks = kv_info.capacity_tokens() / block_tokens;
+    const std::int64_t block_tokens = std::max<std::int64_t>(1, spec.kv.block_tokens);
+    std::int64_t blocks = spec.kv.capacity_tokens() / block_tokens;
     if (auto cap = cfg.integer("runtime.kv_blocks"); cap > 0) blocks = std::min(blocks, cap);
-    bopt.kv_block_tokens = block_tokens;
-    sampler_options sopt;
-    sopt.threads = int(cfg.integer("runtime.sampler_threads"));
-    sopt.faults = faults_;
+    const auto bopt = tick_options_of(cfg, max_batch, block_tokens);
+    cache_identity_ = spec.name + "|" + spec.reference_model_dir.string();
+    spawn_actors(device_options_of(cfg, spec.first_of(device::submodel_kind::prefill)->name, *profiles, faults_), bopt,
+                 kv_cache_options{bopt.prefix_cache, cfg.integer("runtime.prefix_cache_block")}, blocks, block_tokens,
+                 int(cfg.integer("runtime.sampler_threads")));
+    watch_ = std::make_shared<watch>(std::chrono::milliseconds(cfg.integer("runtime.progress_timeout_ms")));
+    watch_->mailboxes.add(probe_of(device_actor_, "device"));
+    watch_->mailboxes.add(probe_of(kv_, "kv_manager"));
+    watch_->mailboxes.add(probe_of(tick_, "batch_tick"));
+    watch_->mailboxes.add(probe_of(session_, "chip_session"));
+    watch_->mailboxes.add(probe_of(sampler_, "sampler"));
+    if (rt.mode() == run_mode::threaded && watch_->progress.bound().count() > 0)
+        start_watch(std::max<std::chrono::nanoseconds>(watch_->progress.bound() / 2, std::chrono::milliseconds(100)));
+    std::string batches;
+    for (const auto& p : *profiles) batches += (batches.empty() ? "" : ",") + std::to_string(p.batch);
+    spdlog::info("engine: model '{}' on {} backend, usable context {}, KV {} blocks of {} tokens ({}), max_inflight {}, "
+                 "decode batches {} (max_batch {})",
+                 card_.name, card_.backend, card_.usable_context, blocks, block_tokens, cfg.string("runtime.kv_policy"),
+                 bopt.max_inflight, batches, max_batch);
+    return {};
+}
 
+// The fault registry (the board's, or the engine's own), the device with its package
+// loaded and configured (parameters in place), and the package's tokenizer.
+void_result serving_engine::open_device(const config& cfg, const engine_setup& setup) {
+    scheduler_ = std::make_unique<runtime_scheduler>(*rt_);
+    if (setup.faults) {
+        faults_ = setup.faults;  // consumers declared by whoever made it
+    } else {
+        faults_ = std::make_shared<device::fault_registry>(std::uint64_t(cfg.integer("device.sim.seed")));
+        declare_engine_consumers(*faults_);
+    }
+    auto dev = !setup.model_dir.empty() ? device::sim::open_cpu_device(setup.model_dir, cfg, *scheduler_, faults_)
+                                        : device::sim::open_sim_device(setup.package_dir, cfg, *scheduler_, faults_);
+    if (!dev) return dev.error();
+    device_ = *dev;
+    const auto& model_dir = device_->package().reference_model_dir;
+    auto tok = model::tokenizer::load(model_dir);
+    if (!tok) return make_error(tok.code(), "tokenizer of " + model_dir.string() + ": " + tok.error().message);
+    tokenizer_ = *tok;
+    for (auto id : tokenizer_->eos_token_ids()) eos_ids_.push_back(id);
+    return {};
+}
+
+// The five session actors, wired, with the device starting up.
+void serving_engine::spawn_actors(device_actor_options dopt, batch_tick_options bopt, kv_cache_options cache,
+                                  std::int64_t kv_blocks,
+                                  std::int64_t block_tokens, int sampler_threads) {
+    sampler_options sopt;
+    sopt.threads = sampler_threads;
+    sopt.faults = faults_;
+    auto& rt = *rt_;
     auto reg = registry_;
-    device_actor_ = spawn<device_actor>(rt, device_, dopt, metrics_);
-    kv_ = spawn<kv_manager_actor>(rt, blocks, block_tokens, metrics_,
-                                  kv_cache_options{bopt.prefix_cache, cfg.integer("runtime.prefix_cache_block")});
-    cache_identity_ = spec->name + "|" + spec->reference_model_dir.string();
-    tick_ = spawn<batch_tick_actor>(rt, bopt, metrics_);
+    device_actor_ = spawn<device_actor>(rt, device_, std::move(dopt), metrics_);
+    kv_ = spawn<kv_manager_actor>(rt, kv_blocks, block_tokens, metrics_, cache);
+    tick_ = spawn<batch_tick_actor>(rt, std::move(bopt), metrics_);
     session_ = spawn<chip_session_actor>(rt, [reg](sequence_id s) { return reg->find(s); }, metrics_);
     sampler_ = spawn<sampler_actor>(rt, sopt, metrics_);
     journal_ = std::make_shared<engine_journal>();
@@ -244,41 +282,27 @@ void_result serving_engine::build(runtime& rt, const config& base_cfg, const eng
     session_.lock()->wire(tick_, device_actor_, sampler_);
     sampler_.lock()->wire(session_);
     (void)device_actor_.tell(da_start{});
-    watch_ = std::make_shared<watch>(std::chrono::milliseconds(cfg.integer("runtime.progress_timeout_ms")));
-    watch_->mailboxes.add(probe_of(device_actor_, "device"));
-    watch_->mailboxes.add(probe_of(kv_, "kv_manager"));
-    watch_->mailboxes.add(probe_of(tick_, "batch_tick"));
-    watch_->mailboxes.add(probe_of(session_, "chip_session"));
-    watch_->mailboxes.add(probe_of(sampler_, "sampler"));
-    if (rt.mode() == run_mode::threaded && watch_->progress.bound().count() > 0)
-        start_watch(std::max<std::chrono::nanoseconds>(watch_->progress.bound() / 2, std::chrono::milliseconds(100)));
-    std::string batches;
-    for (const auto& p : profiles) batches += (batches.empty() ? "" : ",") + std::to_string(p.batch);
-    spdlog::info("engine: model '{}' on {} backend, usable context {}, KV {} blocks of {} tokens ({}), max_inflight {}, "
-                 "decode batches {} (max_batch {})",
-                 card_.name, card_.backend, card_.usable_context, blocks, block_tokens, cfg.string("runtime.kv_policy"),
-                 bopt.max_inflight, batches, max_batch);
-    return {};
 }
 
 void_result serving_engine::submit(generation_request request, std::shared_ptr<generation_sink> sink) {
-    auto state = device_state();
-    if (state == device_health::dead) return make_error(status::device_dead, "the device is dead");
-    if (!accepting_.load()) return make_error(status::not_ready, "server is draining");
+    // Admission at the door (plan_admission); its refusals keep their place among the
+    // request's own checks: dead, draining, the request, context, sampling, in flight.
+    const std::int64_t need = std::int64_t(request.prompt.size()) + request.max_tokens;
+    const auto door = plan_admission(door_admission(need));
+    if (door.reason == status::device_dead) return make_error(status::device_dead, "the device is dead");
+    if (door.reason == status::not_ready) return make_error(status::not_ready, "server is draining");
     if (request.prompt.empty()) return make_error(status::invalid_argument, "prompt: must not be empty");
     for (auto t : request.prompt)
         if (t < 0 || t >= card_.vocab_size)
             return make_error(status::invalid_argument, "prompt: token id " + std::to_string(t) + " outside the vocabulary");
     if (request.max_tokens < 1) return make_error(status::invalid_argument, "max_tokens: must be at least 1");
-    std::int64_t need = std::int64_t(request.prompt.size()) + request.max_tokens;
-    if (need > card_.usable_context)
+    if (door.reason == status::context_overflow)
         return make_error(status::context_overflow,
                           "prompt (" + std::to_string(request.prompt.size()) + " tokens) + max_tokens (" +
                               std::to_string(request.max_tokens) + ") exceeds the usable context of " +
                               std::to_string(card_.usable_context) + " tokens");
     if (auto v = model::validate(request.sampling, std::size_t(card_.vocab_size)); !v) return v.error();
-    if (registry_->in_flight.load() >= max_running_ + max_queued_)
-        return make_error(status::queue_full, "too many requests in flight");
+    if (door.reason == status::queue_full) return make_error(status::queue_full, "too many requests in flight");
 
     auto seq = std::make_shared<sequence_state>();
     seq->seq = ++next_seq_;
@@ -326,6 +350,20 @@ void_result serving_engine::submit(generation_request request, std::shared_ptr<g
     }
     (void)addr.tell(rq_start{});
     return {};
+}
+
+// Requests in flight beyond max_running count as queued (the BatchTick holds them in order).
+admission_input serving_engine::door_admission(std::int64_t need) const {
+    const std::int64_t in_flight = registry_->in_flight.load();
+    admission_input in;
+    in.running = std::min(in_flight, max_running_);
+    in.queued = in_flight - in.running;
+    in.max_running = max_running_;
+    in.max_queued = max_queued_;
+    in.kv_could_ever_fit = need <= card_.usable_context;
+    in.accepting = accepting_.load();
+    in.device_dead = device_state() == device_health::dead;
+    return in;
 }
 
 std::optional<std::uint64_t> serving_engine::sequence_of(const std::string& request_id) const {

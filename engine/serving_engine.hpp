@@ -51,6 +51,10 @@ class kv_manager_actor;
 class device_actor;
 class sampler_actor;
 class engine_journal;
+struct device_actor_options;
+struct batch_tick_options;
+struct kv_cache_options;
+struct admission_input;
 
 struct engine_setup {
     std::filesystem::path package_dir;     // sim backend: a calbin package directory
@@ -119,6 +123,10 @@ public:
 private:
     serving_engine() = default;
     void_result build(runtime& rt, const config& cfg, const engine_setup& setup);
+    void_result open_device(const config& cfg, const engine_setup& setup);
+    void spawn_actors(device_actor_options dopt, batch_tick_options bopt, kv_cache_options cache, std::int64_t kv_blocks,
+                      std::int64_t block_tokens, int sampler_threads);
+    admission_input door_admission(std::int64_t need) const;
     void start_watch(std::chrono::nanoseconds interval);
     result<std::unique_ptr<sequence_constraint>> make_constraint(output_constraint& c) const;
 

@@ -396,13 +396,23 @@ void simulation::check_finished_streams() {
     }
 }
 
+// A request that ended while a job held its sequence (a cancel mid-job) is out of flight
+// at once, but its sequence and KV go back only when that job ends: the drain waits for
+// it (seed 766, docs/soak.md).
+bool simulation::sequences_held() const {
+    for (const auto& e : host_->resident())
+        if (e->batch_tick().sequences() != 0 || e->kv_manager().pool().reserved_blocks() != 0) return true;
+    return false;
+}
+
 void simulation::finish(double limit_s) {
     auto limit = rt_->now() + std::chrono::nanoseconds(std::int64_t(limit_s * 1e9));
     rt_->run_until_idle();
     cancel_slow_consumers();
     // A device that died near the end: the operator still resets it, and it must come back.
     if (operator_due_) advance_to(*operator_due_);
-    while ((host_->in_flight() > 0 || host_->loading() || live_by_) && rt_->now() < limit && rt_->advance_to_next_timer()) {
+    while ((host_->in_flight() > 0 || host_->loading() || live_by_ || sequences_held()) && rt_->now() < limit &&
+           rt_->advance_to_next_timer()) {
         cancel_slow_consumers();
         check_liveness();
     }

@@ -98,7 +98,8 @@ public:
     // Moves virtual time to `t_ns`, firing the timers due on the way (and the
     // cancels of slow consumers that overflow meanwhile, at the time they do).
     void advance_to(std::int64_t t_ns);
-    // Runs until nothing is in flight (or `limit_s` virtual seconds), then checks the end state.
+    // Runs until nothing is in flight and no engine still holds a sequence (or `limit_s`
+    // virtual seconds), then checks the end state.
     void finish(double limit_s = 3600);
     const sim_report& report() const { return report_; }
 
@@ -113,6 +114,7 @@ private:
     actors::serving_engine& engine() const;  // the serving generation's (else any resident one's)
     void check_step();
     void check_liveness();
+    bool sequences_held() const;
     void operator_reset();
     void check_finished_streams();
     void violation(std::string what);

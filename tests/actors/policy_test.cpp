@@ -178,14 +178,78 @@ TEST_CASE("group_cap and pick_profile", "[actors][schedule]") {
     schedule_params b1{1, 2s, 1, 2};
     REQUIRE(group_cap(2, b1) == 1);  // batch-1 programs: two sequences alternate on ping/pong
     const std::vector<std::int64_t> profiles{1, 2, 4, 8, 16};
-    REQUIRE(pick_profile(profiles, 1) == 1);
-    REQUIRE(pick_profile(profiles, 3) == 4);
-    REQUIRE(pick_profile(profiles, 9) == 16);
-    REQUIRE(pick_profile(profiles, 17) == 0);
+    REQUIRE(pick_profile(profiles, 1) == 0u);   // index of batch 1
+    REQUIRE(pick_profile(profiles, 3) == 2u);   // batch 4
+    REQUIRE(pick_profile(profiles, 9) == 4u);   // batch 16
+    REQUIRE_FALSE(pick_profile(profiles, 17));
+    REQUIRE_FALSE(pick_profile(std::vector<std::int64_t>{}, 1));
     const std::vector<victim_view> none;
     REQUIRE_FALSE(plan_victim(none));
     const std::vector<victim_view> v{{3, 7}, {9, 12}, {4, 2}};
     REQUIRE(plan_victim(v) == 9u);
+}
+
+TEST_CASE("preemption eligibility table", "[actors][schedule][kv]") {
+    struct row {
+        const char* name;
+        victim_view v;
+        bool preemptible;
+    };
+    // holds_kv, in_job, kv_request_out, ending
+    const row rows[] = {
+        {"idle, holding KV (ready, awaiting)", {1, 1, true, false, false, false}, true},
+        {"waiting for KV (kv_wait)", {1, 1, false, false, false, false}, false},
+        {"in a job (prefill, decode)", {1, 1, true, true, false, false}, false},
+        {"a kv_grow out (growing)", {1, 1, true, false, true, false}, false},
+        {"ending, job out (finishing_job)", {1, 1, true, true, false, true}, false},
+        {"ending, grow out (finishing_grow)", {1, 1, true, false, true, true}, false},
+        {"ending, idle", {1, 1, true, false, false, true}, false},
+    };
+    for (const auto& r : rows) {
+        INFO(r.name);
+        REQUIRE(preemptible(r.v) == r.preemptible);
+    }
+    // The most recently admitted candidate; non-candidates are skipped however recent.
+    const std::vector<victim_view> seqs{
+        {1, 1, true, false, false, false},   // candidate, oldest
+        {2, 5, true, true, false, false},    // in a job
+        {3, 3, true, false, false, false},   // candidate
+        {4, 9, false, false, false, false},  // waiting for KV
+        {5, 8, true, false, true, false},    // growing
+        {6, 7, true, false, false, true},    // ending
+    };
+    REQUIRE(plan_victim(seqs) == 3u);
+    const std::vector<victim_view> busy{{2, 5, true, true, false, false}, {4, 9, false, false, false, false}};
+    REQUIRE_FALSE(plan_victim(busy));
+}
+
+TEST_CASE("KV sizing table", "[actors][schedule][kv]") {
+    struct row {
+        const char* name;
+        kv_sizing kv;
+        std::int64_t tokens, full;
+        std::int64_t reserve, grow;
+    };
+    const kv_sizing on_demand{kv_policy::on_demand, 8, 16};
+    const kv_sizing reserve{kv_policy::reserve, 8, 16};
+    const row rows[] = {
+        {"on_demand: prompt + step, block-rounded", on_demand, 20, 100, 32, 32},
+        {"on_demand: on a block boundary", on_demand, 24, 100, 32, 32},
+        {"on_demand: capped at prompt + max_tokens", on_demand, 20, 26, 26, 26},
+        {"on_demand: re-admission after a preemption holds the tokens so far", on_demand, 41, 100, 64, 64},
+        {"reserve: prompt + max_tokens from admission", reserve, 20, 100, 100, 32},
+        {"reserve: full is not rounded past itself", reserve, 3, 17, 17, 16},
+        {"block of 1", {kv_policy::on_demand, 4, 1}, 5, 100, 9, 9},
+        {"block 0 counts as 1", {kv_policy::on_demand, 4, 0}, 5, 100, 9, 9},
+    };
+    for (const auto& r : rows) {
+        INFO(r.name);
+        REQUIRE(kv_reserve_tokens(r.kv, r.tokens, r.full) == r.reserve);
+        REQUIRE(kv_grow_tokens(r.kv, r.tokens, r.full) == r.grow);
+    }
+    REQUIRE_FALSE(kv_needs_grow(32, 32));
+    REQUIRE(kv_needs_grow(33, 32));
+    REQUIRE(kv_sizing{}.policy == kv_policy::on_demand);  // the configuration's default (runtime.kv_policy)
 }
 
 TEST_CASE("two runnable sequences alternate", "[actors][schedule]") {
@@ -207,6 +271,11 @@ TEST_CASE("two runnable sequences alternate", "[actors][schedule]") {
 
 TEST_CASE("plan_admission table", "[actors][schedule]") {
     using d = admission_decision;
+    REQUIRE(admission_input{}.kv_fits_now);  // where the KvManager decides, admission does not ask
+    REQUIRE(plan_admission({0, 0, 4, 4, true, true, true, true}) == d{admission::reject, status::device_dead});
+    REQUIRE(plan_admission({0, 0, 4, 4, true, false, false, true}) == d{admission::reject, status::device_dead});
+    REQUIRE(plan_admission({0, 0, 4, 4, true, false, false}) == d{admission::reject, status::not_ready});
+    REQUIRE(plan_admission({4, 4, 4, 4, true, false, true}) == d{admission::reject, status::context_overflow});
     REQUIRE(plan_admission({0, 0, 4, 4, true, true, true}) == d{admission::admit, status::ok});
     REQUIRE(plan_admission({4, 0, 4, 4, true, true, true}) == d{admission::queue, status::ok});
     REQUIRE(plan_admission({1, 0, 4, 4, false, true, true}) == d{admission::queue, status::ok});

@@ -89,6 +89,19 @@ TEST_CASE("seeds whose faults kill the device end with the operator's reset and 
     }
 }
 
+// Seeds whose last request ends while its job is still in the device (docs/soak.md, "Other
+// seeds"): 766 cancels a slow consumer at the very end with its decode job submitted; the
+// sequence and its 5 KV blocks (kv_policy reserve) go back when that job ends, and the
+// drain must wait for it rather than check the end state while the job is out.
+TEST_CASE("a request cancelled while its job is in the device releases its KV when the job ends", "[soak][liveness]") {
+    for (auto [seed, virtual_s] : {std::pair<std::uint64_t, double>{766, 600}}) {
+        INFO("seed " << seed);
+        auto r = soak_run(seed, virtual_s).report;
+        CHECK(r.ok());
+        CHECK(r.cancels > 0);
+    }
+}
+
 TEST_CASE("a seed whose KV cap forces preemptions keeps every invariant and its greedy outputs", "[soak][kv]") {
     // Seed 13: on-demand KV capped at 4 blocks of 16 tokens, up to 8 running sequences.
     auto r = soak_run(13, 60).report;
