@@ -102,6 +102,12 @@ std::string console_state::render(std::uint64_t since_job) const {
     if (metrics_) {
         const auto& m = *metrics_;
         o["kv"] = json::object{{"blocks_used", count_of(m.kv_blocks_used.value())}, {"blocks_total", count_of(m.kv_blocks_capacity.value())}};
+        const double queried = m.prefix_cache_queries.value(), hits = m.prefix_cache_hits.value();
+        o["prefix_cache"] = json::object{{"blocks", count_of(m.prefix_cache_blocks.value())},
+                                         {"queried_tokens", count_of(queried)},
+                                         {"hit_tokens", count_of(hits)},
+                                         {"hit_rate", queried > 0 ? json::value(hits / queried) : json::value(nullptr)},
+                                         {"evictions", count_of(m.prefix_cache_evictions.value())}};
         requests["recovered"] = count_of(m.requests_recovered.value());
         requests["preemptions"] = count_of(m.preemptions_total.value());
         const auto batches = m.batch_size.count();

@@ -144,6 +144,8 @@ TEST_CASE("the web console chats, cancels, shows the engine and escapes model ou
         REQUIRE(page.wait_for("document.getElementById('device-state').textContent === 'ready' && "
                               "document.getElementById('device-state').dataset.ready === 'true'",
                               k_bound));
+        // The prefix cache's hit rate, over the prompt tokens looked up so far (a percentage once any was).
+        CHECK(page.wait_for("/^[0-9]+[.][0-9] %$/.test(document.getElementById('cache').textContent)", k_bound));
         // A long answer: the slots are busy and their jobs appear on the timeline while it runs.
         page.eval("document.getElementById('tab-chat').click()");
         page.eval("document.getElementById('clear').click()");

@@ -291,6 +291,12 @@ function showState(s) {
     setText('kv', `${s.kv.blocks_used} / ${s.kv.blocks_total}`);
     $('kv-bar').style.width = (s.kv.blocks_total ? 100 * s.kv.blocks_used / s.kv.blocks_total : 0) + '%';
   }
+  if (s.prefix_cache) {
+    const c = s.prefix_cache;
+    setText('cache', c.hit_rate === null ? '-' : `${(100 * c.hit_rate).toFixed(1)} %`);
+    setText('cache-detail', `${c.hit_tokens} of ${c.queried_tokens} prompt tokens from cache · ` +
+            `${c.blocks} blocks cached · ${c.evictions} evictions`);
+  }
   if (s.batch) {
     const mean = s.batch.mean_rows === null ? '-' : s.batch.mean_rows.toFixed(2);
     setText('batch', `${mean} rows`);
