@@ -302,6 +302,13 @@ void_result traced_engine::model_unload(const std::string& alias) {
 std::vector<generation_info> traced_engine::model_list() const { return host_.list(); }
 
 void_result traced_engine::start_trace(const std::string& path) {
+    // The prefix cache is state that outlives requests: a window starts with it empty, as
+    // a replay's fresh engine does. Its own inbox item, so the frees it sends to the device
+    // are delivered (the driver runs until idle after each item) before recording starts.
+    driver_.call([&] {
+        if (recorder_) return;
+        if (auto inner = host_.current()) inner->clear_prefix_cache();
+    });
     return driver_.call([&]() -> void_result {
         if (recorder_) return make_error(status::invalid_argument, "a trace is already being recorded to " + recorder_->path());
         if (auto n = host_.in_flight(); n > 0)
