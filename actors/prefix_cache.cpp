@@ -1,11 +1,10 @@
 #include "actors/prefix_cache.hpp"
 
-// The state on the stack (no allocation per lookup) needs the static-linking declarations.
-#define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 namespace calserve::actors {
 
@@ -14,16 +13,21 @@ cache_key from(XXH128_hash_t h) { return cache_key{h.low64, h.high64}; }
 }  // namespace
 
 cache_key cache_scope(std::string_view package_hash, std::string_view salt) {
-    XXH3_state_t state;
-    XXH3_128bits_reset(&state);
-    const std::uint64_t lengths[2] = {package_hash.size(), salt.size()};  // no two (hash, salt) pairs concatenate alike
-    XXH3_128bits_update(&state, lengths, sizeof lengths);
-    XXH3_128bits_update(&state, package_hash.data(), package_hash.size());
-    XXH3_128bits_update(&state, salt.data(), salt.size());
-    return from(XXH3_128bits_digest(&state));
+    // Lengths first, so no two (package, salt) pairs give the same bytes.
+    std::string bytes = std::to_string(package_hash.size()) + ":" + std::to_string(salt.size()) + ":";
+    bytes.append(package_hash).append(salt);
+    return from(XXH3_128bits(bytes.data(), bytes.size()));
 }
 
 prefix_cache::prefix_cache(std::int64_t block_tokens) : block_tokens_(std::max<std::int64_t>(1, block_tokens)) {}
+
+cache_key prefix_cache::next_key(const cache_key& parent, std::span<const token> block) {
+    // One pass over the block, seeded with the parent's key: the chain costs one hash per
+    // block (a 32k-token prompt is 512 of them per lookup). 64 bits of key are enough
+    // because a hit compares the tokens: a collision can only make a lookup miss.
+    const std::uint64_t h = XXH3_64bits_withSeed(block.data(), block.size_bytes(), parent.lo ^ parent.hi);
+    return cache_key{h, 0};
+}
 
 std::vector<cache_key> prefix_cache::keys(const cache_key& scope, std::span<const token> tokens,
                                           std::int64_t blocks) const {
@@ -31,12 +35,8 @@ std::vector<cache_key> prefix_cache::keys(const cache_key& scope, std::span<cons
     std::vector<cache_key> out;
     out.reserve(std::size_t(std::max<std::int64_t>(0, blocks)));
     cache_key parent = scope;
-    XXH3_state_t state;
     for (std::int64_t b = 0; b < blocks; ++b) {
-        XXH3_128bits_reset(&state);
-        XXH3_128bits_update(&state, &parent, sizeof parent);
-        XXH3_128bits_update(&state, tokens.data() + b * block_tokens_, std::size_t(block_tokens_) * sizeof(token));
-        parent = from(XXH3_128bits_digest(&state));
+        parent = next_key(parent, tokens.subspan(std::size_t(b * block_tokens_), std::size_t(block_tokens_)));
         out.push_back(parent);
     }
     return out;
@@ -45,19 +45,27 @@ std::vector<cache_key> prefix_cache::keys(const cache_key& scope, std::span<cons
 std::optional<prefix_cache::hit> prefix_cache::lookup(const cache_key& scope, std::span<const token> tokens,
                                                       std::int64_t limit) {
     if (entries_.empty()) return std::nullopt;
-    const auto chain = keys(scope, tokens, std::min<std::int64_t>(limit, std::int64_t(tokens.size())) / block_tokens_);
-    // Keys name whole prefixes, so the matched blocks form a prefix of the chain: the
-    // longest one found is the answer.
-    for (auto b = std::int64_t(chain.size()) - 1; b >= 0; --b) {
-        auto it = index_.find(chain[std::size_t(b)]);
-        if (it == index_.end()) continue;
-        const std::int64_t n = (b + 1) * block_tokens_;
-        for (auto source = it->second.rbegin(); source != it->second.rend(); ++source) {
-            entry& e = entries_.at(*source);
-            if (e.scope == scope && std::memcmp(e.tokens.data(), tokens.data(), std::size_t(n) * sizeof(token)) == 0) {
-                touch(e);
-                return hit{*source, n};
-            }
+    // Keys name whole prefixes and every entry indexes all of its blocks, so the cached
+    // blocks of a prompt are a prefix of its chain: walk it and stop at the first miss.
+    const std::int64_t blocks = std::min<std::int64_t>(limit, std::int64_t(tokens.size())) / block_tokens_;
+    cache_key key = scope;
+    const boost::container::small_vector<sequence_id, 2>* holders = nullptr;
+    std::int64_t matched = 0;
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        key = next_key(key, tokens.subspan(std::size_t(b * block_tokens_), std::size_t(block_tokens_)));
+        auto it = index_.find(key);
+        if (it == index_.end()) break;
+        holders = &it->second;
+        matched = b + 1;
+    }
+    if (!holders) return std::nullopt;
+    const std::int64_t n = matched * block_tokens_;
+    for (auto source = holders->rbegin(); source != holders->rend(); ++source) {
+        entry& e = entries_.at(*source);
+        // The tokens are compared too: a key collision can only miss, never serve wrong KV.
+        if (e.scope == scope && std::memcmp(e.tokens.data(), tokens.data(), std::size_t(n) * sizeof(token)) == 0) {
+            touch(e);
+            return hit{*source, n};
         }
     }
     return std::nullopt;
@@ -103,8 +111,9 @@ void prefix_cache::unindex(sequence_id seq, const entry& e) {
     for (const auto& k : e.keys) {
         auto it = index_.find(k);
         if (it == index_.end()) continue;
-        std::erase(it->second, seq);
-        if (it->second.empty()) index_.erase(it);
+        auto& holders = it->second;
+        holders.erase(std::remove(holders.begin(), holders.end(), seq), holders.end());
+        if (holders.empty()) index_.erase(it);
     }
 }
 

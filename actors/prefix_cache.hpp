@@ -8,12 +8,13 @@
 //! entry's gets them copied into its own sequence and prefills only the rest.
 //!
 //! Keys: block i of a token run has the key
-//!   h(i) = XXH3-128(h(i-1) || tokens of block i),  h(-1) = the scope,
-//! so a key names the whole prefix up to its block, and the scope (the serving
-//! package's hash and the request's cache_salt) keeps tenants and packages apart.
-//! 128 bits make an accidental collision negligible (2^-64 per pair of blocks at
-//! the birthday bound); a hit still compares the tokens, so even a collision
-//! cannot serve wrong KV, it only misses.
+//!   h(i) = XXH3-64(tokens of block i, seed h(i-1)),  h(-1) = the scope (XXH3-128
+//!   of the serving package and the request's cache_salt, folded to its seed),
+//! so a key names the whole prefix up to its block, and the scope keeps tenants
+//! and packages apart. A hit compares the tokens of the whole prefix with the
+//! entry's, so a key collision (about 2^-64 per pair of blocks) can only make a
+//! lookup miss, never serve wrong KV; one hash per block keeps a 32k-token
+//! prompt's lookup in tens of microseconds (docs/performance.md).
 //!
 //! Eviction: least recently used first (an entry is used when inserted or hit).
 //! Entries that are a prefix of a newer entry are redundant: insert returns them
@@ -27,6 +28,9 @@
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include <boost/container/small_vector.hpp>
+#include <boost/unordered/unordered_flat_map.hpp>
 
 namespace calserve::actors {
 
@@ -50,6 +54,8 @@ public:
     std::int64_t block_tokens() const { return block_tokens_; }
     // Keys of the first `blocks` whole blocks of `tokens` under `scope`.
     std::vector<cache_key> keys(const cache_key& scope, std::span<const token> tokens, std::int64_t blocks) const;
+    // The key of the block after `parent` holding `block` (block_tokens tokens).
+    static cache_key next_key(const cache_key& parent, std::span<const token> block);
 
     struct hit {
         sequence_id source = 0;   // the entry's device sequence
@@ -92,8 +98,10 @@ private:
 
     std::int64_t block_tokens_;
     std::unordered_map<sequence_id, entry> entries_;
-    // Key -> entries holding that prefix (most recent last).
-    std::unordered_map<cache_key, std::vector<sequence_id>, key_hash> index_;
+    // Key -> entries holding that prefix (most recent last; usually one: an entry that is a
+    // prefix of another is dropped, so only branches share keys). Flat: a 32k-token prompt
+    // is 512 keys, looked up and inserted per request.
+    boost::unordered_flat_map<cache_key, boost::container::small_vector<sequence_id, 2>, key_hash> index_;
     std::list<sequence_id> lru_;
 };
 
