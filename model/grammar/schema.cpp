@@ -334,7 +334,7 @@ private:
         const json::value* props = o.if_contains("properties");
         const json::value* extra = o.if_contains("additionalProperties");
         if (props != nullptr && !props->is_object()) fail(path + "/properties", "must be an object");
-        const bool has_props = props != nullptr && !props->as_object().empty();
+        const bool has_props = props != nullptr && props->is_object() && !props->as_object().empty();
         if (err_) return "null";
         if (!has_props) {
             if (extra == nullptr || (extra->is_bool() && !extra->as_bool())) return define(path, "\"{}\"");

@@ -111,6 +111,8 @@ TEST_CASE("Schema errors name the JSON pointer of the node", "[grammar]") {
     CHECK(schema_error(R"({"$ref":"#/$defs/missing"})") == "/$ref: unresolved reference '#/$defs/missing'");
     CHECK(schema_error(R"({"type":"object","properties":{"a":{"type":"string"}},"additionalProperties":true})") ==
           "/additionalProperties: must be false when 'properties' are given");
+    // fuzz_grammar_schema, 2026-12-02: a non-object "properties" was read as an object (Boost.JSON threw).
+    CHECK(schema_error(R"({"type":"object","properties":"string"})") == "/properties: must be an object");
     CHECK(schema_error(R"({"type":"array","minItems":3,"maxItems":2})") == "(root): maxItems < minItems");
     CHECK(schema_error(R"J({"type":"string","pattern":"(?=a)"})J").rfind("/pattern: pattern: unsupported group", 0) == 0);
     CHECK(schema_error("{") .rfind("(root): schema is not JSON", 0) == 0);
