@@ -3,14 +3,16 @@
 // where dequantisation happens"; docs/performance.md uses its table).
 //
 //   calserve_v_cache_divergence <model dir> [generated tokens = 1024] [prompt tokens = 32] [prompts = 3]
-//                               [seed = 1] [tensor parallel = 1]
+//                               [seed = 1] [tensor parallel = 1] [candidate = s8v | bf16-arith]
 //
 // Per prompt (seeded random tokens): the BF16-V model decodes greedily; the S8-V model
 // is teacher-forced along those tokens and compared at every generated position (top-1
 // agreement, max |logit error|, cosine, KL(BF16 || S8) mean and max), then decodes freely
 // and the first position where its greedy tokens leave BF16's is reported, with the count
 // of positions whose tokens still agree. Both run FP32 arithmetic, so the V cache is the
-// only difference. One JSON line per prompt follows the table.
+// only difference. One JSON line per prompt follows the table. `bf16-arith` as the candidate
+// measures another perturbation the same way for scale: BF16 V with the bf16 arithmetic mode
+// (docs/decisions.md, "Arithmetic") against BF16 V with fp32 arithmetic.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -54,11 +56,13 @@ struct prompt_result {
     double max_err = 0, logit_rms = 0, kl_sum = 0, kl_max = 0, cos_min = 1;
 };
 
-std::unique_ptr<model::transformer> load(const std::filesystem::path& dir, int tp, model::v_cache_dtype v) {
+std::unique_ptr<model::transformer> load(const std::filesystem::path& dir, int tp, model::v_cache_dtype v,
+                                         model::arithmetic arith = model::arithmetic::fp32) {
     model::load_options o;
     o.threads = 2;
     o.tensor_parallel = tp;
     o.v_cache = v;
+    o.arith = arith;
     auto m = model::transformer::load(dir, o);
     if (!m) throw std::runtime_error(m.error().what());
     return std::move(*m);
@@ -113,17 +117,24 @@ int main(int argc, char** argv) {
     const std::size_t prompts = argc > 4 ? std::stoul(argv[4]) : 3;
     const unsigned seed = argc > 5 ? static_cast<unsigned>(std::stoul(argv[5])) : 1;
     const int tp = argc > 6 ? std::stoi(argv[6]) : 1;
+    const std::string candidate = argc > 7 ? argv[7] : "s8v";
+    if (candidate != "s8v" && candidate != "bf16-arith") {
+        std::fprintf(stderr, "candidate must be s8v or bf16-arith\n");
+        return 2;
+    }
     try {
         auto bf16 = load(dir, tp, model::v_cache_dtype::bf16);
-        auto s8 = load(dir, tp, model::v_cache_dtype::s8);
+        auto s8 = candidate == "s8v" ? load(dir, tp, model::v_cache_dtype::s8)
+                                     : load(dir, tp, model::v_cache_dtype::bf16, model::arithmetic::bf16);
         const auto& sh = bf16->shape();
         std::printf("model %s: %lld layers, %lld KV heads x head_dim %lld, vocab %lld; %zu prompt(s) of %zu tokens, "
-                    "%zu generated; S8 V: one FP32 scale per (layer, KV head, position), dequantised in the attention "
-                    "kernel's value pass\n",
+                    "%zu generated; candidate %s (s8v: one FP32 scale per (layer, KV head, position), dequantised "
+                    "in the attention kernel's value pass) against BF16 V, fp32 arithmetic\n",
                     dir.filename().c_str(), static_cast<long long>(sh.num_layers), static_cast<long long>(sh.num_kv_heads),
-                    static_cast<long long>(sh.head_dim), static_cast<long long>(sh.vocab_size), prompts, n_prompt, n_gen);
+                    static_cast<long long>(sh.head_dim), static_cast<long long>(sh.vocab_size), prompts, n_prompt, n_gen,
+                    candidate.c_str());
         std::printf("| prompt | teacher-forced top-1 agreement | max abs logit error (logit rms) | min cosine | mean KL | "
-                    "max KL | free-running greedy leaves BF16 V at | free-running tokens equal |\n"
+                    "max KL | free-running greedy leaves the BF16 V stream at | free-running tokens equal |\n"
                     "| --- | --- | --- | --- | --- | --- | --- | --- |\n");
         std::mt19937 rng(seed);
         std::uniform_int_distribution<int> tok(0, static_cast<int>(sh.vocab_size) - 1);
