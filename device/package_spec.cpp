@@ -117,6 +117,7 @@ result<package_spec> package_spec_from(const model::package::package& pkg) {
     spec.kv.slots = pkg.kv.batch;
     spec.kv.k_bytes = static_cast<std::int64_t>(model::package::dtype_bytes(pkg.kv.k_dtype));
     spec.kv.v_bytes = static_cast<std::int64_t>(model::package::dtype_bytes(pkg.kv.v_dtype));
+    spec.kv.v_scale_bytes = static_cast<std::int64_t>(pkg.kv.v_scale_bytes());
     spec.chips.resize(pkg.topo.chips);
     for (const auto& c : pkg.chips) {
         if (c.index >= spec.chips.size()) return make_error(status::package_invalid, "chip index beyond topology");

@@ -78,8 +78,9 @@ struct kv_layout {
     std::int64_t k_bytes = 2;        // bytes per K element (BF16)
     std::int64_t v_bytes = 2;        // bytes per V element (BF16; 1 for an S8 V-cache)
     std::int64_t block_tokens = 256; // allocation granularity
+    std::int64_t v_scale_bytes = 0;  // S8 V: scale bytes per (layer, KV head, position); 0 for BF16
 
-    std::int64_t bytes_per_token() const { return layers * kv_heads * head_dim * (k_bytes + v_bytes); }
+    std::int64_t bytes_per_token() const { return layers * kv_heads * (head_dim * (k_bytes + v_bytes) + v_scale_bytes); }
     std::int64_t capacity_tokens() const { return context * slots; }
     std::int64_t total_bytes() const { return bytes_per_token() * capacity_tokens(); }
 };

@@ -12,6 +12,7 @@
 #include "device/package_spec.hpp"
 #include "device/sim/latency_model.hpp"
 #include "device/sim/sim_device.hpp"
+#include "model/package/capacity.hpp"
 #include "tools/command.hpp"
 
 namespace calserve::tools {
@@ -75,9 +76,28 @@ void print_package(const model::package::package& p, const dev::package_spec& s)
     (void)s;
 }
 
+// BF16 V against S8 V on this package (the capacity planner's comparison).
+void print_kv_dtypes(const model::package::package& p, const dev::sim::sim_options& so, const config& cfg) {
+    namespace pkg = model::package;
+    pkg::capacity_limits l;
+    l.dram_bytes_per_chip = so.dram_bytes_per_chip;
+    l.sram_bytes_per_chip = so.sram_bytes_per_chip;
+    l.guard_bytes = static_cast<std::uint64_t>(cfg.integer("device.plan.guard_bytes"));
+    constexpr std::uint32_t batches[] = {1, 2, 4, 8, 16};
+    const auto c = pkg::compare_kv_dtypes(p, batches, l);
+    std::cout << "\nKV dtype  this package: " << pkg::to_string(pkg::package_kv_choice(p)) << "; per chip, bf16 V "
+              << c.bf16.bytes_per_token << " B/token vs s8v " << c.s8v.bytes_per_token << " B/token; largest batch at "
+              << c.context << " tokens: bf16 " << c.bf16.max_batch_at_context << ", s8v " << c.s8v.max_batch_at_context
+              << "\n  largest context (bf16 / s8v):";
+    for (std::size_t i = 0; i < c.batches.size(); ++i)
+        std::cout << "  b" << c.batches[i] << " " << c.bf16.max_context[i] << " / " << c.s8v.max_context[i];
+    std::cout << "\n";
+}
+
 void print_capacity(const dev::package_spec& s, const dev::sim::sim_options& so) {
-    std::cout << "\nKV layout  " << s.kv.layers << " layers x " << s.kv.kv_heads << " KV heads x " << s.kv.head_dim
-              << " x (K " << s.kv.k_bytes << " B + V " << s.kv.v_bytes << " B) = " << s.kv.bytes_per_token()
+    std::cout << "\nKV layout  " << s.kv.layers << " layers x " << s.kv.kv_heads << " KV heads x (" << s.kv.head_dim
+              << " x (K " << s.kv.k_bytes << " B + V " << s.kv.v_bytes << " B) + V scale " << s.kv.v_scale_bytes
+              << " B) = " << s.kv.bytes_per_token()
               << " B/token; " << s.kv.slots << " slot(s) x " << s.kv.context << " tokens = " << s.kv.total_bytes() << " B ("
               << gib(static_cast<double>(s.kv.total_bytes())) << "), " << s.kv.total_bytes() / s.chip_count
               << " B per chip; blocks of " << so.kv_block_tokens << " tokens\n\nper-chip memory (configure)\n";
@@ -173,6 +193,7 @@ int run(const options& o) {
               << so.sram_bytes_per_chip << " B per chip (config device.sim.*)\n";
     print_package(*pkg, *spec);
     print_capacity(*spec, so);
+    print_kv_dtypes(*pkg, so, *cfg);
     print_latency(*spec, so.latency);
     return 0;
 }

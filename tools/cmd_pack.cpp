@@ -19,6 +19,7 @@ struct options {
     std::string tokenizer;
     bool full_hash = false;
     std::vector<std::uint32_t> decode_batches;
+    std::string kv = "bf16";
 };
 
 int run_pack(const options& o) {
@@ -28,6 +29,7 @@ int run_pack(const options& o) {
     po.seed = o.seed;
     po.full_hash = o.full_hash;
     po.decode_batches = o.decode_batches;
+    po.s8_v_cache = o.kv == "s8v";
     auto tok = find_tokenizer(o.tokenizer);
     if (!tok) {
         std::cerr << "pack: " << tok.error().message << "\n";
@@ -43,7 +45,7 @@ int run_pack(const options& o) {
     for (const auto* m : p->decode_profiles()) profiles += (profiles.empty() ? "" : ",") + std::to_string(m->batch);
     std::cout << "packed " << o.preset << " -> " << p->root.string() << " (" << p->hashes.size() << " files + "
               << pkg::k_manifest_file << ", parameters " << p->total_param_bytes() << " B, decode batches " << profiles
-              << ", KV " << p->kv.batch << " x " << p->kv.context << " tokens)\n";
+              << ", KV " << p->kv.batch << " x " << p->kv.context << " tokens, V " << pkg::to_string(p->kv.v_dtype) << ")\n";
     return 0;
 }
 
@@ -60,6 +62,9 @@ const bool registered = register_command("pack", "write a synthetic calbin packa
                    "decode batch profiles, e.g. 1,2,4,8,16 (ascending, from 1, at most 16; default: tiny presets "
                    "1,2,4,8,16, qwen3-30b-a3b-2chip 1)")
         ->delimiter(',');
+    app.add_option("--kv-dtype", o->kv, "bf16 | s8v: V-cache as S8 with an FP32 scale per layer, KV head and position "
+                                         "(the simulator runs the reference model's S8 V mode)")
+        ->check(CLI::IsMember({"bf16", "s8v"}));
     return [o] { return run_pack(*o); };
 });
 }  // namespace

@@ -1,5 +1,6 @@
-// `calserve plan`: per-chip capacity budget of a package at a batch and context, and per
-// decode batch profile the largest context at which that batch fits.
+// `calserve plan`: per-chip capacity budget of a package at a batch and context, per
+// decode batch profile the largest context at which that batch fits, and BF16 V against
+// S8 V (bytes per token, largest batch at the calbin context, largest context per batch).
 #include <CLI/CLI.hpp>
 #include <boost/json.hpp>
 #include <cstdio>
@@ -19,7 +20,7 @@ struct options {
     std::string dir;
     std::uint32_t batch = 1;
     std::uint32_t context = 0;
-    std::string kv = "bf16";
+    std::string kv;  // empty: what the package stores
     bool json_out = false;
     std::string config;
     std::int64_t guard = -1;  // -1: device.plan.guard_bytes
@@ -60,6 +61,31 @@ std::vector<profile_fit> profile_fits(const pkg::package& p, const pkg::capacity
     return out;
 }
 
+json::object kv_fit_json(const pkg::kv_dtype_fit& f) {
+    json::array contexts;
+    for (auto c : f.max_context) contexts.push_back(c);
+    return {{"kv_dtype", pkg::to_string(f.kv)}, {"bytes_per_token_per_chip", f.bytes_per_token},
+            {"max_batch_at_context", f.max_batch_at_context}, {"max_context_by_batch", std::move(contexts)}};
+}
+
+json::object kv_comparison_json(const pkg::kv_comparison& c) {
+    json::array batches;
+    for (auto b : c.batches) batches.push_back(b);
+    return {{"context", c.context}, {"batches", std::move(batches)}, {"bf16", kv_fit_json(c.bf16)},
+            {"s8v", kv_fit_json(c.s8v)}};
+}
+
+void print_kv_comparison(const pkg::kv_comparison& c) {
+    std::cout << "BF16 V vs S8 V (K as the package stores it; S8 V adds one scale per layer, KV head and position):\n"
+              << "  KV bytes per token per chip: bf16 " << c.bf16.bytes_per_token << ", s8v " << c.s8v.bytes_per_token
+              << " (" << 100.0 * static_cast<double>(c.s8v.bytes_per_token) / static_cast<double>(c.bf16.bytes_per_token)
+              << "%)\n  largest batch at the calbin context " << c.context << ": bf16 " << c.bf16.max_batch_at_context
+              << ", s8v " << c.s8v.max_batch_at_context << "\n  largest context per batch (bf16 / s8v):";
+    for (std::size_t i = 0; i < c.batches.size(); ++i)
+        std::cout << "  b" << c.batches[i] << " " << c.bf16.max_context[i] << " / " << c.s8v.max_context[i];
+    std::cout << "\n";
+}
+
 json::object to_json(const pkg::package& p, const pkg::capacity_plan& plan, const pkg::capacity_limits& l,
                      pkg::kv_dtype_choice kv) {
     json::array chips, table, profiles;
@@ -78,7 +104,8 @@ json::object to_json(const pkg::package& p, const pkg::capacity_plan& plan, cons
     return {{"package", p.root.string()}, {"batch", plan.batch}, {"context", plan.context},
             {"kv_dtype", pkg::to_string(kv)}, {"fits", plan.fits},
             {"prefix_cache_tokens", cached_beside(p, plan.batch, plan.context)}, {"chips", std::move(chips)},
-            {"max_context_by_batch", std::move(table)}, {"decode_profiles", std::move(profiles)}};
+            {"max_context_by_batch", std::move(table)}, {"decode_profiles", std::move(profiles)},
+            {"kv_dtypes", kv_comparison_json(pkg::compare_kv_dtypes(p, k_batches, l))}};
 }
 
 void print_text(const pkg::package& p, const pkg::capacity_plan& plan, const pkg::capacity_limits& l,
@@ -105,6 +132,7 @@ void print_text(const pkg::package& p, const pkg::capacity_plan& plan, const pkg
         std::cout << "  b" << f.sub->batch << "  " << f.sub->name << ": fits up to " << f.max_context
                   << " tokens per row (usable with this calbin: " << f.usable_context << "); KV region gives "
                   << f.kv_tokens_per_row << " per row\n";
+    print_kv_comparison(pkg::compare_kv_dtypes(p, k_batches, l));
 }
 
 int run_plan(const options& o) {
@@ -124,7 +152,9 @@ int run_plan(const options& o) {
     l.dram_bytes_per_chip = static_cast<std::uint64_t>(cfg->integer("device.sim.dram_bytes_per_chip"));
     l.sram_bytes_per_chip = static_cast<std::uint64_t>(cfg->integer("device.sim.sram_bytes_per_chip"));
     l.guard_bytes = static_cast<std::uint64_t>(o.guard >= 0 ? o.guard : cfg->integer("device.plan.guard_bytes"));
-    const auto kv = o.kv == "s8v" ? pkg::kv_dtype_choice::s8v : pkg::kv_dtype_choice::bf16;
+    const auto kv = o.kv.empty()      ? pkg::package_kv_choice(*p)
+                    : o.kv == "s8v" ? pkg::kv_dtype_choice::s8v
+                                    : pkg::kv_dtype_choice::bf16;
     const std::uint32_t context = o.context ? o.context : p->context;
     auto plan = pkg::plan_capacity(*p, o.batch, context, kv, l);
     if (o.json_out) std::cout << json::serialize(to_json(*p, plan, l, kv)) << "\n";
@@ -137,7 +167,7 @@ const bool registered = register_command("plan", "per-chip capacity plan of a pa
     app.add_option("dir", o->dir, "package directory")->required();
     app.add_option("--batch", o->batch, "sequences resident at once")->check(CLI::Range(1u, 4096u));
     app.add_option("--context", o->context, "tokens per sequence (default: the package context)");
-    app.add_option("--kv-dtype", o->kv, "bf16 | s8v (BF16 K, S8 V)")->check(CLI::IsMember({"bf16", "s8v"}));
+    app.add_option("--kv-dtype", o->kv, "bf16 | s8v (S8 V with per-position scales); default: the package's")->check(CLI::IsMember({"bf16", "s8v"}));
     app.add_flag("--json", o->json_out, "print JSON");
     app.add_option("--config", o->config, "config file for device capacities");
     app.add_option("--guard-bytes", o->guard, "allocator guard per chip (default: device.plan.guard_bytes)");

@@ -15,6 +15,8 @@ model_factory reference_model_factory(int threads, model::arithmetic arith) {
         opts.threads = threads;
         opts.tensor_parallel = static_cast<int>(spec.chip_count);
         opts.arith = arith;
+        // An S8 V-cache package (1-byte V elements) runs the reference model's S8 V mode.
+        opts.v_cache = spec.kv.v_bytes == 1 ? model::v_cache_dtype::s8 : model::v_cache_dtype::bf16;
         return model::load_causal_lm(spec.reference_model_dir, opts);
     };
 }

@@ -11,7 +11,8 @@
 
 namespace calserve::device::sim {
 
-// Loads `spec.reference_model_dir` with tensor_parallel = spec.chip_count.
+// Loads `spec.reference_model_dir` with tensor_parallel = spec.chip_count, and the S8
+// V-cache mode when the package's KV layout stores V in one byte (v_bytes == 1).
 // `arith`: the transformer's arithmetic mode (model/cpu/kernels.hpp); the simulator's
 // packages use fp32 (what golden corpora and reference tools compute).
 model_factory reference_model_factory(int threads, model::arithmetic arith = model::arithmetic::fp32);

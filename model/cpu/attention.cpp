@@ -7,30 +7,58 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "model/core/bf16.hpp"
 #include "model/weights/stored_rows.hpp"
 
 namespace calserve::model {
 
-void kv_cache::reserve(std::int64_t layers, std::int64_t kv_heads, std::int64_t head_dim, std::int64_t positions) {
+std::string_view to_string(v_cache_dtype v) { return v == v_cache_dtype::s8 ? "s8" : "bf16"; }
+
+void kv_cache::reserve(std::int64_t layers, std::int64_t kv_heads, std::int64_t head_dim, std::int64_t positions,
+                       v_cache_dtype v_dtype) {
     if (pages_.empty()) {
         kv_heads_ = kv_heads;
         head_dim_ = head_dim;
         head_stride_ = (head_dim + k_kv_lane_pad - 1) / k_kv_lane_pad * k_kv_lane_pad;
+        v_dtype_ = v_dtype;
         pages_.resize(static_cast<std::size_t>(layers));
     }
     const auto pages = static_cast<std::size_t>((positions + k_kv_page_tokens - 1) / k_kv_page_tokens);
     for (auto& layer : pages_)
-        while (layer.size() < pages) layer.emplace_back(static_cast<std::size_t>(page_elements()));  // zeroed
+        while (layer.size() < pages) layer.emplace_back(static_cast<std::size_t>(page_bytes()));  // zeroed
 }
+
+namespace {
+
+// One value vector as int8 with its scale (the S8 V-cache rule of attention.hpp).
+float quantise_s8(const float* v, std::int64_t n, std::int8_t* q) {
+    float top = 0.0f;
+    for (std::int64_t d = 0; d < n; ++d) top = std::max(top, std::abs(v[d]));
+    if (!(top > 0.0f)) {  // zero (or NaN): store zeros, scale 0
+        std::fill(q, q + n, std::int8_t{0});
+        return 0.0f;
+    }
+    const float inv = 127.0f / top;
+    for (std::int64_t d = 0; d < n; ++d)
+        q[d] = static_cast<std::int8_t>(std::clamp(std::nearbyint(v[d] * inv), -127.0f, 127.0f));
+    return top / 127.0f;
+}
+
+}  // namespace
 
 void kv_cache::store(std::int64_t layer, std::int64_t pos, std::int64_t kv_head, const float* k, const float* v) {
     const std::int64_t page = pos / k_kv_page_tokens, j = pos % k_kv_page_tokens;
-    kv_element* base = pages_[static_cast<std::size_t>(layer)][static_cast<std::size_t>(page)].data();
-    kv_element* keys = base + kv_head * head_dim_ * k_kv_page_tokens + j;
-    kv_element* values = base + (kv_heads_ * head_dim_ + kv_head * head_stride_) * k_kv_page_tokens + j * head_stride_;
+    std::byte* base = pages_[static_cast<std::size_t>(layer)][static_cast<std::size_t>(page)].data();
+    auto* keys = reinterpret_cast<kv_element*>(base + key_offset(kv_head)) + j;
     for (std::int64_t d = 0; d < head_dim_; ++d) keys[d * k_kv_page_tokens] = f32_to_bf16(k[d]);
+    if (v_dtype_ == v_cache_dtype::s8) {
+        auto* values = reinterpret_cast<std::int8_t*>(base + value_offset(kv_head)) + j * head_stride_;
+        reinterpret_cast<float*>(base + scale_offset(kv_head))[j] = quantise_s8(v, head_dim_, values);
+        return;
+    }
+    auto* values = reinterpret_cast<kv_element*>(base + value_offset(kv_head)) + j * head_stride_;
     for (std::int64_t d = 0; d < head_dim_; ++d) values[d] = f32_to_bf16(v[d]);
 }
 
@@ -38,6 +66,7 @@ void kv_cache::copy_prefix(const kv_cache& src, std::int64_t positions) {
     kv_heads_ = src.kv_heads_;
     head_dim_ = src.head_dim_;
     head_stride_ = src.head_stride_;
+    v_dtype_ = src.v_dtype_;
     const auto pages = static_cast<std::size_t>((positions + k_kv_page_tokens - 1) / k_kv_page_tokens);
     pages_.assign(src.pages_.size(), {});
     for (std::size_t l = 0; l < src.pages_.size(); ++l)
@@ -48,16 +77,20 @@ void kv_cache::copy_prefix(const kv_cache& src, std::int64_t positions) {
 void kv_cache::truncate(std::int64_t positions) {
     const auto keep = static_cast<std::size_t>((positions + k_kv_page_tokens - 1) / k_kv_page_tokens);
     const std::int64_t used = positions % k_kv_page_tokens;  // positions in the last kept page (0: it is full)
+    const std::int64_t row = head_stride_ * v_bytes();       // bytes of one value row
     for (auto& layer : pages_) {
         if (layer.size() > keep) layer.resize(keep);
         if (used == 0 || layer.size() < keep) continue;
-        kv_element* base = layer[keep - 1].data();
+        std::byte* base = layer[keep - 1].data();
         for (std::int64_t h = 0; h < kv_heads_; ++h) {
-            kv_element* keys = base + h * head_dim_ * k_kv_page_tokens;
+            auto* keys = reinterpret_cast<kv_element*>(base + key_offset(h));
             for (std::int64_t d = 0; d < head_dim_; ++d)
                 std::fill(keys + d * k_kv_page_tokens + used, keys + (d + 1) * k_kv_page_tokens, kv_element{0});
-            kv_element* values = base + (kv_heads_ * head_dim_ + h * head_stride_) * k_kv_page_tokens;
-            std::fill(values + used * head_stride_, values + k_kv_page_tokens * head_stride_, kv_element{0});
+            std::byte* values = base + value_offset(h);
+            std::fill(values + used * row, values + k_kv_page_tokens * row, std::byte{0});
+            if (v_dtype_ != v_cache_dtype::s8) continue;
+            auto* scales = reinterpret_cast<float*>(base + scale_offset(h));
+            std::fill(scales + used, scales + k_kv_page_tokens, 0.0f);
         }
     }
 }
@@ -65,7 +98,7 @@ void kv_cache::truncate(std::int64_t positions) {
 std::int64_t kv_cache::bytes() const {
     std::int64_t pages = 0;
     for (const auto& layer : pages_) pages += static_cast<std::int64_t>(layer.size());
-    return pages * page_elements() * static_cast<std::int64_t>(sizeof(kv_element));
+    return pages * page_bytes();
 }
 
 namespace {
@@ -78,8 +111,9 @@ struct pair_state {
     float m = 0, l = 0, alpha = 0;
 };
 
-using page_fn = void (*)(pair_state* ps, int n, int count, const kv_element* keys, const kv_element* values,
-                         std::int64_t head_dim, std::int64_t stride);
+// One page for n pairs: keys, values (BF16 or int8 elements) and, for int8, their scales.
+using page_fn = void (*)(pair_state* ps, int n, int count, const kv_element* keys, const std::byte* values,
+                         const float* scales, std::int64_t head_dim, std::int64_t stride);
 
 namespace avx2 {
 
@@ -94,6 +128,11 @@ struct lanes {
     static reg load_kv(const kv_element* p) {
         const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
         return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+    static reg load_v(const kv_element* p) { return load_kv(p); }
+    // Eight int8 as FP32 (exact).
+    static reg load_v(const std::int8_t* p) {
+        return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
     }
     static void store(float* p, reg v) { _mm256_storeu_ps(p, v); }
     static reg fma(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
@@ -147,6 +186,10 @@ struct lanes {
         const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
         return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     }
+    static reg load_v(const kv_element* p) { return load_kv(p); }
+    static reg load_v(const std::int8_t* p) {
+        return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+    }
     static void store(float* p, reg v) { _mm512_storeu_ps(p, v); }
     static reg fma(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
     static reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }
@@ -195,9 +238,12 @@ struct block_scratch {
 
 // Rows [i0, i1) of one cache against KV head kh.
 void attend_block(const attention_args& a, std::span<const attention_row> rows, std::int64_t i0, std::int64_t i1,
-                  std::int64_t kh, page_fn update) {
+                  std::int64_t kh, bool avx512) {
     thread_local block_scratch w;
     const kv_cache& kv = *rows[static_cast<std::size_t>(i0)].kv;
+    const bool s8 = kv.v_dtype() == v_cache_dtype::s8;
+    const page_fn update = avx512 ? (s8 ? &avx512::page_update<std::int8_t> : &avx512::page_update<kv_element>)
+                                  : (s8 ? &avx2::page_update<std::int8_t> : &avx2::page_update<kv_element>);
     const std::int64_t hd = kv.head_dim(), stride = kv.head_stride(), g = a.group, n = (i1 - i0) * g;
     const auto qscale = static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(hd)));
     w.pairs.resize(static_cast<std::size_t>(n));
@@ -219,16 +265,19 @@ void attend_block(const attention_args& a, std::span<const attention_row> rows, 
     }
     for (std::int64_t b = 0; b * k_kv_page_tokens <= last; ++b) {
         const kv_element* keys = kv.keys(a.layer, b, kh);
-        const kv_element* values = kv.values(a.layer, b, kh);
+        const std::byte* values = kv.values(a.layer, b, kh);
+        const float* scales = kv.value_scales(a.layer, b, kh);
         const std::int64_t start = b * k_kv_page_tokens;
         if (start + k_kv_page_tokens <= first + 1) {  // every row sees the whole page
-            update(w.pairs.data(), static_cast<int>(n), static_cast<int>(k_kv_page_tokens), keys, values, hd, stride);
+            update(w.pairs.data(), static_cast<int>(n), static_cast<int>(k_kv_page_tokens), keys, values, scales, hd,
+                   stride);
             continue;
         }
         for (std::int64_t i = i0; i < i1; ++i) {
             const std::int64_t count = std::min(k_kv_page_tokens, rows[static_cast<std::size_t>(i)].pos + 1 - start);
             if (count > 0)
-                update(w.pairs.data() + (i - i0) * g, static_cast<int>(g), static_cast<int>(count), keys, values, hd, stride);
+                update(w.pairs.data() + (i - i0) * g, static_cast<int>(g), static_cast<int>(count), keys, values, scales,
+                       hd, stride);
         }
     }
     for (std::int64_t p = 0; p < n; ++p) {
@@ -253,7 +302,7 @@ void attend_causal(thread_pool& pool, const attention_args& a, std::span<const a
     starts.push_back(static_cast<std::int64_t>(rows.size()));
     const auto blocks = static_cast<std::int64_t>(starts.size()) - 1;
     const std::int64_t heads = a.kv_end - a.kv_begin;
-    const page_fn update = attention_avx512() ? &avx512::page_update : &avx2::page_update;
+    const bool avx512 = attention_avx512();
     std::int64_t work = 0;  // multiply-adds, for the pool's inline threshold
     for (const auto& r : rows) work += (r.pos + 1) * 2 * a.group * heads * (r.kv ? r.kv->head_dim() : 0);
     // Items (block, KV head), later blocks (more keys) first so the last items claimed are short.
@@ -261,7 +310,7 @@ void attend_causal(thread_pool& pool, const attention_args& a, std::span<const a
         for (std::int64_t item = b; item < e; ++item) {
             const std::int64_t blk = blocks - 1 - item / heads, kh = a.kv_begin + item % heads;
             attend_block(a, rows, starts[static_cast<std::size_t>(blk)], starts[static_cast<std::size_t>(blk + 1)], kh,
-                         update);
+                         avx512);
         }
     });
 }

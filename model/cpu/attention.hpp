@@ -25,17 +25,30 @@
 //! are split across threads and whether the AVX-512 or the AVX2 form runs change
 //! none of these steps (tests compare the bits).
 //!
-//! KV cache: keys and values stored as BF16 (rounded to nearest even by
-//! model/core/bf16.hpp's f32_to_bf16, widened exactly when read), half the bytes
-//! of FP32. Layout (per sequence, per layer, one page per 64 positions, zeroed
-//! when allocated): keys transposed, `[kv_head][d][64 keys]`, so a score vector
-//! is one load per d; values `[kv_head][64 keys][head_stride]` with head_stride
-//! = head_dim rounded up to 16 (zero padding), so a value row is whole vectors.
+//! KV cache: keys stored as BF16 (rounded to nearest even by model/core/bf16.hpp's
+//! f32_to_bf16, widened exactly when read), half the bytes of FP32; values as BF16
+//! too, or, in the S8 V-cache mode (`v_cache_dtype::s8`), as int8 with one FP32
+//! scale per (page, KV head, position): v[d] ~ scale * q[d], scale = max|v| / 127,
+//! q[d] = round-to-nearest-even(v[d] * (127 / max|v|)) in [-127, 127] (all zero
+//! when v is). A position's stored value depends on its own vector only, never on
+//! its neighbours in the page, so the cache a position gets is the same whether it
+//! was written by a prefill, a resumed prefill chunk, a decode step or a copy
+//! (what the exactness guarantees need; a per-page scale would change with every
+//! token written into the page). Dequantisation happens in the kernel's value pass:
+//! int8 lanes are widened to FP32 (exact) and the position's scale is folded into
+//! its probability, o[d] = fma(p_j * scale_j, q_j[d], o[d]); the softmax sum l
+//! uses p_j unscaled. Layout (per sequence, per layer, one page per 64 positions,
+//! zeroed when allocated): keys transposed, `[kv_head][d][64 keys]`, so a score
+//! vector is one load per d; values `[kv_head][64 keys][head_stride]` elements
+//! (2 bytes each in BF16, 1 in S8) with head_stride = head_dim rounded up to 16
+//! (zero padding), so a value row is whole vectors; S8 scales `[kv_head][64]` FP32.
 //!
 //! Fault model: none at run time; callers size the cache (`reserve`) before they
 //! store or attend, and the row's positions [0, pos] must have been stored.
 #include <cstdint>
+#include <cstddef>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "model/core/aligned.hpp"
@@ -46,14 +59,20 @@ namespace calserve::model {
 constexpr std::int64_t k_kv_page_tokens = 64;  // keys per page = the online softmax's block
 constexpr std::int64_t k_kv_lane_pad = 16;     // head_stride is a multiple of this
 
-// What one cached key or value element is stored as: BF16.
+// What one cached key (and, in the BF16 V mode, value) element is stored as: BF16.
 using kv_element = std::uint16_t;
+
+// How the cache stores values (keys are BF16 in both).
+enum class v_cache_dtype : std::uint8_t { bf16, s8 };
+std::string_view to_string(v_cache_dtype v);
 
 // One sequence's keys and values, every layer.
 class kv_cache {
 public:
-    // Grows the cache to hold `positions` (never shrinks); the shape is fixed by the first call.
-    void reserve(std::int64_t layers, std::int64_t kv_heads, std::int64_t head_dim, std::int64_t positions);
+    // Grows the cache to hold `positions` (never shrinks); the shape and the value
+    // dtype are fixed by the first call.
+    void reserve(std::int64_t layers, std::int64_t kv_heads, std::int64_t head_dim, std::int64_t positions,
+                 v_cache_dtype v_dtype = v_cache_dtype::bf16);
     // Stores the key and value of one KV head at `pos` (< capacity()).
     void store(std::int64_t layer, std::int64_t pos, std::int64_t kv_head, const float* k, const float* v);
 
@@ -66,26 +85,44 @@ public:
     std::int64_t capacity() const { return pages_.empty() ? 0 : static_cast<std::int64_t>(pages_[0].size()) * k_kv_page_tokens; }
     std::int64_t head_dim() const { return head_dim_; }
     std::int64_t head_stride() const { return head_stride_; }
-    // Bytes allocated for keys and values.
+    v_cache_dtype v_dtype() const { return v_dtype_; }
+    // Bytes allocated for keys, values and value scales.
     std::int64_t bytes() const;
 
     // [head_dim][64]: key j of the page, dimension d at d * 64 + j.
     const kv_element* keys(std::int64_t layer, std::int64_t page, std::int64_t kv_head) const {
-        return page_data(layer, page) + kv_head * head_dim_ * k_kv_page_tokens;
+        return reinterpret_cast<const kv_element*>(page_data(layer, page) + key_offset(kv_head));
     }
-    // [64][head_stride]: value j of the page at j * head_stride.
-    const kv_element* values(std::int64_t layer, std::int64_t page, std::int64_t kv_head) const {
-        return page_data(layer, page) + (kv_heads_ * head_dim_ + kv_head * head_stride_) * k_kv_page_tokens;
+    // [64][head_stride]: value j of the page at j * head_stride (BF16 elements, or int8 in S8).
+    const std::byte* values(std::int64_t layer, std::int64_t page, std::int64_t kv_head) const {
+        return page_data(layer, page) + value_offset(kv_head);
+    }
+    // [64]: the scale of value j of the page (S8 only; nullptr in BF16).
+    const float* value_scales(std::int64_t layer, std::int64_t page, std::int64_t kv_head) const {
+        return v_dtype_ == v_cache_dtype::s8
+                   ? reinterpret_cast<const float*>(page_data(layer, page) + scale_offset(kv_head))
+                   : nullptr;
     }
 
 private:
-    const kv_element* page_data(std::int64_t layer, std::int64_t page) const {
+    const std::byte* page_data(std::int64_t layer, std::int64_t page) const {
         return pages_[static_cast<std::size_t>(layer)][static_cast<std::size_t>(page)].data();
     }
-    std::int64_t page_elements() const { return kv_heads_ * (head_dim_ + head_stride_) * k_kv_page_tokens; }
+    std::int64_t v_bytes() const { return v_dtype_ == v_cache_dtype::s8 ? 1 : 2; }
+    std::int64_t key_offset(std::int64_t kh) const {
+        return kh * head_dim_ * k_kv_page_tokens * static_cast<std::int64_t>(sizeof(kv_element));
+    }
+    std::int64_t value_offset(std::int64_t kh) const {
+        return key_offset(kv_heads_) + kh * head_stride_ * k_kv_page_tokens * v_bytes();
+    }
+    std::int64_t scale_offset(std::int64_t kh) const {
+        return value_offset(kv_heads_) + kh * k_kv_page_tokens * static_cast<std::int64_t>(sizeof(float));
+    }
+    std::int64_t page_bytes() const { return v_dtype_ == v_cache_dtype::s8 ? scale_offset(kv_heads_) : value_offset(kv_heads_); }
 
     std::int64_t kv_heads_ = 0, head_dim_ = 0, head_stride_ = 0;
-    std::vector<std::vector<simd_vector<kv_element>>> pages_;  // [layer][page]
+    v_cache_dtype v_dtype_ = v_cache_dtype::bf16;
+    std::vector<std::vector<simd_vector<std::byte>>> pages_;  // [layer][page]
 };
 
 // A row of an attention call: it sees positions [0, pos] of `kv`.

@@ -170,6 +170,7 @@ result<std::unique_ptr<transformer>> transformer::load(const std::filesystem::pa
     m->weights = std::move(*ck);
     m->tp = opts.tensor_parallel;
     m->arith = opts.arith;
+    m->v_cache = opts.v_cache;
     m->shards = std::move(*shards);
     if (auto r = bind_weights(*m); !r) return r.error();
     if (auto r = check_block_slices(*m); !r) return r.error();
@@ -187,6 +188,7 @@ const model_shape& transformer::shape() const { return impl_->shape; }
 const hf_config& transformer::config() const { return impl_->cfg; }
 int transformer::tensor_parallel() const { return impl_->tp; }
 arithmetic transformer::arithmetic_mode() const { return impl_->arith; }
+v_cache_dtype transformer::v_cache() const { return impl_->v_cache; }
 const io::read_report& transformer::load_report() const { return impl_->report; }
 
 std::int64_t transformer::sequence_length(seq_id seq) const {

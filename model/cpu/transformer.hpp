@@ -30,6 +30,7 @@
 #include "config/result.hpp"
 #include "io/file_reader.hpp"
 #include "model/core/causal_lm.hpp"
+#include "model/cpu/attention.hpp"
 #include "model/cpu/kernels.hpp"
 #include "model/weights/hf_config.hpp"
 
@@ -42,6 +43,10 @@ struct load_options {
     // Dot products with BF16 weights: exact FP32, or BF16 inputs with FP32 accumulation
     // (kernels.hpp, `arithmetic`). Both keep every exactness guarantee of this class.
     arithmetic arith = arithmetic::fp32;
+    // How the KV cache stores values (attention.hpp): BF16, or S8 with one FP32 scale per
+    // (page, KV head, position), quantised on write and dequantised inside the attention
+    // kernel. Keys stay BF16. Both keep every exactness guarantee of this class.
+    v_cache_dtype v_cache = v_cache_dtype::bf16;
 };
 
 // Experts chosen for one token: softmax over router logits, top-k with ties going
@@ -61,6 +66,7 @@ public:
     const hf_config& config() const;
     int tensor_parallel() const;
     arithmetic arithmetic_mode() const;
+    v_cache_dtype v_cache() const;
     const io::read_report& load_report() const;
 
     void_result prefill(seq_id seq, std::span<const token_id> tokens, std::span<float> logits) override;

@@ -72,6 +72,7 @@ struct transformer::impl {
     workspace ws;
     linear_mode mode = linear_mode::fastest;  // of the forward pass running
     arithmetic arith = arithmetic::fp32;       // fixed at load
+    v_cache_dtype v_cache = v_cache_dtype::bf16;  // fixed at load
 
     impl(int threads) : pool(threads) {}
 

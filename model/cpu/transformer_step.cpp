@@ -23,8 +23,9 @@ void_result check_room(const hf_config& c, std::int64_t length, std::int64_t mor
     return {};
 }
 
-void grow(const hf_config& c, sequence_state& s, std::int64_t new_length) {
-    s.kv.reserve(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, new_length);
+void grow(const transformer::impl& m, sequence_state& s, std::int64_t new_length) {
+    const hf_config& c = m.cfg;
+    s.kv.reserve(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, new_length, m.v_cache);
 }
 
 }  // namespace
@@ -40,7 +41,7 @@ void_result transformer::prefill(seq_id seq, std::span<const token_id> tokens, s
     const auto n = static_cast<std::int64_t>(tokens.size());
     if (auto r = check_room(m.cfg, length, n); !r) return r;
     sequence_state& s = m.seqs[seq];
-    grow(m.cfg, s, length + n);
+    grow(m, s, length + n);
     std::vector<row_ref> rows;
     for (std::int64_t i = 0; i < n; ++i) rows.push_back({&s, length + i, tokens[static_cast<std::size_t>(i)]});
     const std::int64_t last = n - 1;
@@ -60,7 +61,7 @@ void_result transformer::prefill_all(seq_id seq, std::span<const token_id> token
     const std::int64_t length = it == m.seqs.end() ? 0 : it->second.length;
     if (auto r = check_room(m.cfg, length, n); !r) return r;
     sequence_state& s = m.seqs[seq];
-    grow(m.cfg, s, length + n);
+    grow(m, s, length + n);
     std::vector<row_ref> rows;
     std::vector<std::int64_t> all;
     for (std::int64_t i = 0; i < n; ++i) {
@@ -98,7 +99,7 @@ void_result transformer::decode_batch(std::span<const seq_id> seqs, std::span<co
     std::vector<std::int64_t> all;
     for (std::int64_t i = 0; i < n; ++i) {
         sequence_state& s = *states[static_cast<std::size_t>(i)];
-        grow(m.cfg, s, s.length + 1);
+        grow(m, s, s.length + 1);
         rows.push_back({&s, s.length, tokens[static_cast<std::size_t>(i)]});
         all.push_back(i);
     }

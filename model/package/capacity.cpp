@@ -45,13 +45,24 @@ std::uint64_t fixed_bytes(const package& p, const chip_info& c, const capacity_l
 
 std::string_view to_string(kv_dtype_choice k) { return k == kv_dtype_choice::bf16 ? "bf16" : "s8v"; }
 
-std::uint64_t kv_bytes_per_chip(const package& p, std::uint32_t batch, std::uint32_t context, kv_dtype_choice kv) {
+kv_dtype_choice package_kv_choice(const package& p) {
+    return p.kv.v_dtype == dtype::int8 ? kv_dtype_choice::s8v : kv_dtype_choice::bf16;
+}
+
+std::uint64_t kv_bytes_per_token_per_chip(const package& p, kv_dtype_choice kv) {
     const std::uint64_t tp = std::max<std::uint32_t>(p.topo.tensor_parallel, 1);
     const std::uint64_t heads = (p.kv.kv_heads + tp - 1) / tp;
+    const bool s8 = kv == kv_dtype_choice::s8v;
     const std::uint64_t k_bytes = dtype_bytes(p.kv.k_dtype);
-    const std::uint64_t v_bytes = kv == kv_dtype_choice::s8v ? 1 : dtype_bytes(p.kv.v_dtype);
-    std::uint64_t n = sat_mul(std::uint64_t{p.kv.layers} * heads * p.kv.head_dim, k_bytes + v_bytes);
-    return sat_mul(sat_mul(n, context), batch);
+    const std::uint64_t v_bytes = s8 ? dtype_bytes(dtype::int8) : dtype_bytes(dtype::bf16);
+    // A BF16 package planned as S8 V gets the reference model's scale: FP32.
+    const std::uint64_t scale = !s8 ? 0 : p.kv.v_dtype == dtype::int8 ? p.kv.v_scale_bytes() : dtype_bytes(dtype::fp32);
+    const std::uint64_t per_head = sat_add(sat_mul(p.kv.head_dim, k_bytes + v_bytes), scale);
+    return sat_mul(std::uint64_t{p.kv.layers} * heads, per_head);
+}
+
+std::uint64_t kv_bytes_per_chip(const package& p, std::uint32_t batch, std::uint32_t context, kv_dtype_choice kv) {
+    return sat_mul(sat_mul(kv_bytes_per_token_per_chip(p, kv), context), batch);
 }
 
 capacity_plan plan_capacity(const package& p, std::uint32_t batch, std::uint32_t context, kv_dtype_choice kv,
@@ -93,9 +104,34 @@ std::uint32_t max_context(const package& p, std::uint32_t batch, kv_dtype_choice
     return p.chips.empty() ? 0 : static_cast<std::uint32_t>(best);
 }
 
+std::uint32_t max_batch(const package& p, std::uint32_t context, kv_dtype_choice kv, const capacity_limits& limits) {
+    const std::uint64_t per_row = kv_bytes_per_chip(p, 1, context, kv);
+    std::uint64_t best = std::numeric_limits<std::uint32_t>::max();
+    for (const auto& c : p.chips) {
+        const std::uint64_t fixed = fixed_bytes(p, c, limits);
+        if (fixed > limits.dram_bytes_per_chip || c.param_sram_bytes > limits.sram_bytes_per_chip) return 0;
+        if (per_row == 0) continue;
+        best = std::min(best, (limits.dram_bytes_per_chip - fixed) / per_row);
+    }
+    return p.chips.empty() ? 0 : static_cast<std::uint32_t>(best);
+}
+
+kv_comparison compare_kv_dtypes(const package& p, std::span<const std::uint32_t> batches, const capacity_limits& limits) {
+    kv_comparison out;
+    out.context = p.context;
+    out.batches.assign(batches.begin(), batches.end());
+    for (auto* fit : {&out.bf16, &out.s8v}) {
+        fit->kv = fit == &out.bf16 ? kv_dtype_choice::bf16 : kv_dtype_choice::s8v;
+        fit->bytes_per_token = kv_bytes_per_token_per_chip(p, fit->kv);
+        fit->max_batch_at_context = max_batch(p, p.context, fit->kv, limits);
+        for (auto b : batches) fit->max_context.push_back(max_context(p, b, fit->kv, limits));
+    }
+    return out;
+}
+
 std::uint32_t kv_slots_for(const package& p, std::uint32_t sequences, const capacity_limits& limits) {
     if (p.context == 0) return 1;
-    const std::uint64_t per_row = std::min(max_context(p, sequences, kv_dtype_choice::bf16, limits), p.context);
+    const std::uint64_t per_row = std::min(max_context(p, sequences, package_kv_choice(p), limits), p.context);
     return static_cast<std::uint32_t>(std::max<std::uint64_t>(1, std::uint64_t{sequences} * per_row / p.context));
 }
 

@@ -89,6 +89,7 @@ void read_kv(json_reader& r, const json::object& o, kv_layout& kv) {
     kv.head_dim = static_cast<std::uint32_t>(r.u64(*k, "head_dim", "$.kv").value_or(0));
     kv.k_dtype = read_dtype(r, *k, "k_dtype", "$.kv").value_or(dtype::bf16);
     kv.v_dtype = read_dtype(r, *k, "v_dtype", "$.kv").value_or(dtype::bf16);
+    if (k->contains("v_scale_dtype")) kv.v_scale_dtype = read_dtype(r, *k, "v_scale_dtype", "$.kv").value_or(dtype::fp32);
     kv.context = static_cast<std::uint32_t>(r.u64(*k, "context", "$.kv").value_or(0));
     kv.batch = static_cast<std::uint32_t>(r.u64(*k, "batch", "$.kv").value_or(0));
     kv.bytes_total = r.u64(*k, "bytes_total", "$.kv").value_or(0);

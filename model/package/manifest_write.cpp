@@ -128,6 +128,8 @@ std::string write_manifest_json(const package& p) {
         {"hashes", hashes_json(p)},
         {"reference_model_dir", p.reference_model_dir.empty() ? std::string() : p.reference_model_dir.filename().string()},
     };
+    // S8 V packages name their scale dtype; BF16 packages keep the manifest they always had.
+    if (p.kv.v_dtype == dtype::int8) doc["kv"].as_object()["v_scale_dtype"] = to_string(p.kv.v_scale_dtype);
     std::string out;
     pretty(out, doc, 0);
     out += "\n";

@@ -187,6 +187,7 @@ void_result write_golden(const package& p) {
     model::load_options lo;
     lo.threads = 2;
     lo.tensor_parallel = int(std::max<std::uint32_t>(1, p.topo.chips));
+    lo.v_cache = p.kv.v_dtype == dtype::int8 ? model::v_cache_dtype::s8 : model::v_cache_dtype::bf16;  // as the sim runs
     auto lm = model::load_causal_lm(p.reference_model_dir, lo);
     if (!lm) return lm.error();
     const std::vector<std::vector<token_id>> prompts = {
@@ -210,6 +211,7 @@ result<package> pack(const pack_options& o) {
     if (!spec) return make_error(status::invalid_argument, "unknown preset '" + o.preset + "'");
     if (auto r = apply_model_dims(*spec); !r) return r.error();
     if (auto r = apply_decode_batches(*spec, o); !r) return r.error();
+    if (o.s8_v_cache) spec->v_dtype = dtype::int8;
     if (auto r = prepare_out_dir(o.out); !r) return r.error();
     package p = layout_of(*spec);
     p.root = fs::absolute(o.out);

@@ -29,6 +29,7 @@ struct pack_options {
     bool full_hash = false;               // also record full SHA-256 of big sparse blocks
     std::vector<std::uint32_t> decode_batches;  // decode profiles; empty: the preset's (tiny 1..16, replica 1)
     bool unchecked_profiles = false;  // tests only: write profiles check_decode_batches refuses
+    bool s8_v_cache = false;          // KV V stored as S8 (per-position FP32 scales); the golden corpus too
 };
 
 result<package> pack(const pack_options& o);

@@ -72,8 +72,11 @@ const csr_spec* submodel::csr(std::string_view csr_name) const {
     return it == csrs.end() ? nullptr : &*it;
 }
 
+std::uint64_t kv_layout::v_scale_bytes() const { return v_dtype == dtype::int8 ? dtype_bytes(v_scale_dtype) : 0; }
+
 std::uint64_t kv_layout::bytes_per_token_total() const {
-    return std::uint64_t{layers} * kv_heads * head_dim * (dtype_bytes(k_dtype) + dtype_bytes(v_dtype));
+    return std::uint64_t{layers} * kv_heads *
+           (std::uint64_t{head_dim} * (dtype_bytes(k_dtype) + dtype_bytes(v_dtype)) + v_scale_bytes());
 }
 
 const submodel* package::find_submodel(std::string_view exact_name) const {

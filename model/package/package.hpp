@@ -102,13 +102,18 @@ struct kv_layout {
     std::uint32_t kv_heads = 0;      // total across chips
     std::uint32_t head_dim = 0;
     dtype k_dtype = dtype::bf16;
-    dtype v_dtype = dtype::bf16;
+    dtype v_dtype = dtype::bf16;     // bf16, or int8: an S8 V-cache with per-block scales
+    // S8 V only: the dtype of the scale of each block, one block being the head_dim values of
+    // one (layer, KV head, position) (the CPU reference model's granularity, docs/decisions.md).
+    dtype v_scale_dtype = dtype::fp32;
     std::uint32_t context = 0;       // tokens per sequence slot
     std::uint32_t batch = 1;         // sequence slots of full context the KV region holds
-    std::uint64_t bytes_total = 0;   // layers*kv_heads*head_dim*context*batch*(k+v bytes)
+    std::uint64_t bytes_total = 0;   // bytes_per_token_total() * context * batch
     std::uint64_t bytes_per_chip = 0;
 
-    // KV bytes of one token over all chips: layers * kv_heads * head_dim * (K + V bytes).
+    // Scale bytes per (layer, KV head, position): 0 unless V is S8.
+    std::uint64_t v_scale_bytes() const;
+    // KV bytes of one token over all chips: layers * kv_heads * (head_dim * (K + V bytes) + V scale bytes).
     std::uint64_t bytes_per_token_total() const;
 };
 

@@ -66,7 +66,7 @@ void describe(board_placement& out, std::uint32_t board_chips, std::span<const s
 }  // namespace
 
 std::vector<std::uint64_t> package_chip_bytes(const package& p, const capacity_limits& limits) {
-    auto plan = plan_capacity(p, p.kv.batch, p.kv.context, kv_dtype_choice::bf16, limits);
+    auto plan = plan_capacity(p, p.kv.batch, p.kv.context, package_kv_choice(p), limits);
     std::vector<std::uint64_t> out;
     for (const auto& b : plan.chips) out.push_back(b.total >= b.guard ? b.total - b.guard : 0);
     return out;

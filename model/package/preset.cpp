@@ -263,7 +263,7 @@ package build_layout(const preset_spec& s) {
     p.topo = {s.chips, s.calcores, s.chips};
     p.layout = {"D0_tiled", 16};
     p.runtime_version = "0.7.6";
-    p.kv = {s.layers, s.kv_heads, s.head_dim, dtype::bf16, dtype::bf16, s.context, s.kv_slots, 0, 0};
+    p.kv = {s.layers, s.kv_heads, s.head_dim, dtype::bf16, s.v_dtype, dtype::fp32, s.context, s.kv_slots, 0, 0};
     p.kv.bytes_total = p.kv.bytes_per_token_total() * s.context * s.kv_slots;
     p.kv.bytes_per_chip = p.kv.bytes_total / s.chips;
     p.submodels.push_back(make_decode(s));  // decode first: its I/O anchors the DRAM plan

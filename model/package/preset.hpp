@@ -38,6 +38,7 @@ struct preset_spec {
     std::vector<std::uint32_t> decode_batches{1};  // decode profiles, ascending, first 1
     std::uint32_t kv_slots = 1;                    // sequences of full context the KV region holds
     bool kv_for_profiles = false;  // pack sizes kv_slots with the planner for the largest profile
+    dtype v_dtype = dtype::bf16;   // KV V dtype: bf16, or int8 (S8 V-cache, FP32 scale per position)
     std::uint32_t layers = 2, hidden = 64, kv_heads = 2, head_dim = 32, heads = 4;
     std::uint32_t experts = 0, experts_per_token = 0, moe_intermediate = 0, intermediate = 128;
     std::vector<std::uint64_t> param_dram;  // per chip

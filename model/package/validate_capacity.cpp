@@ -19,7 +19,7 @@ std::string gib(std::uint64_t b) { return std::to_string(static_cast<double>(b) 
 
 void gate_capacity(validation_context& c) {
     const auto& p = c.pkg;
-    const auto need = kv_bytes_per_chip(p, p.kv.batch, p.context, kv_dtype_choice::bf16);
+    const auto need = kv_bytes_per_chip(p, p.kv.batch, p.context, package_kv_choice(p));
     if (p.context > p.kv.context || p.kv.bytes_per_chip < need)
         c.add("E_CONTEXT_BEYOND_KV", severity::error, 'E', "calserve-manifest.json",
               "context " + std::to_string(p.context) + " needs " + std::to_string(need) + " B of KV per chip, layout holds " +
@@ -42,7 +42,7 @@ void gate_capacity(validation_context& c) {
                   "parameters + KV exceed the DRAM reservation of chip " + std::to_string(ch.index));
     // The KV region the package holds (kv.batch sequences of kv.context tokens) must fit; decode
     // profiles share it, so a batch-B step at a shorter context needs no more.
-    auto plan = plan_capacity(p, p.kv.batch, p.kv.context, kv_dtype_choice::bf16, l);
+    auto plan = plan_capacity(p, p.kv.batch, p.kv.context, package_kv_choice(p), l);
     for (const auto& b : plan.chips)
         if (!b.fits)
             c.add("E_CAPACITY_EXCEEDED", severity::error, 'E', "",

@@ -9,7 +9,8 @@
 // The two arithmetic modes (kernels.hpp, `arithmetic`) side by side, interleaved in
 // registration order so that one run's noise falls on both: prefill at 256, 1,024 and
 // 4,096 tokens and decode at batch 1, 4 and 8, fp32 then bf16 (`BM_*_modes`, second
-// argument 0 = fp32, 1 = bf16); quote their ratios.
+// argument 0 = fp32, 1 = bf16); quote their ratios. `BM_attention_v_cache`: one layer's
+// attention with BF16 V against the S8 V-cache, decode and a 64-row chunk.
 //
 // The 0.6b-shape checkpoint (~1.2 GB) is generated once into
 // $CALSERVE_BENCH_MODEL_DIR (default /tmp/calserve-bench/qwen3-0.6b-shape-bf16),
@@ -25,6 +26,7 @@
 #include "io/file_reader.hpp"
 #include "model/weights/gguf_model.hpp"
 #include "model/core/bf16.hpp"
+#include "model/cpu/attention.hpp"
 #include "model/cpu/kernels.hpp"
 #include "model/weights/synthetic_model.hpp"
 #include "model/cpu/transformer.hpp"
@@ -249,6 +251,41 @@ BENCHMARK(BM_linear_modes)
     ->Unit(benchmark::kMillisecond);
 
 // Page-cache-warm read of every shard with the chosen backend.
+// One layer's attention on one thread, the 0.6b shape (8 KV heads x 128, group 2), over a
+// context of range(0) positions, BF16 V (arg 1 = 0) against S8 V (1), alternating: decode
+// (one row at the last position) and a 64-row prefill chunk at the end of the context.
+// Key+value bytes read per row: S8 V streams 3/4 of BF16's plus the scales.
+void BM_attention_v_cache(benchmark::State& state) {
+    const std::int64_t ctx = state.range(0), kvh = 8, g = 2, hd = 128, rows = state.range(2);
+    const auto v = state.range(1) == 0 ? model::v_cache_dtype::bf16 : model::v_cache_dtype::s8;
+    model::kv_cache kv;
+    kv.reserve(1, kvh, hd, ctx, v);
+    std::vector<float> k(static_cast<std::size_t>(hd)), val(k.size());
+    for (std::int64_t p = 0; p < ctx; ++p)
+        for (std::int64_t h = 0; h < kvh; ++h) {
+            for (std::int64_t d = 0; d < hd; ++d)
+                k[d] = static_cast<float>((p * 31 + h * 7 + d) % 29) / 29.0f - 0.5f, val[d] = static_cast<float>((p + d) % 13) / 13.0f;
+            kv.store(0, p, h, k.data(), val.data());
+        }
+    const std::int64_t qd = kvh * g * hd;
+    std::vector<float> q(static_cast<std::size_t>(rows * qd), 0.1f), out(q.size());
+    std::vector<model::attention_row> r;
+    for (std::int64_t i = 0; i < rows; ++i) r.push_back({&kv, ctx - rows + i});
+    model::attention_args a;
+    a.kv_begin = 0, a.kv_end = kvh, a.group = g, a.q = q.data(), a.ldq = qd, a.out = out.data(), a.ldo = qd;
+    model::thread_pool pool(1);
+    for (auto _ : state) {
+        model::attend_causal(pool, a, r);
+        benchmark::DoNotOptimize(out.data());
+    }
+    state.counters["KV MB"] = static_cast<double>(kv.bytes()) / 1e6;
+    state.SetLabel(std::string(model::to_string(v)) + (rows == 1 ? " decode" : " prefill chunk"));
+}
+BENCHMARK(BM_attention_v_cache)
+    ->Args({4096, 0, 1})->Args({4096, 1, 1})->Args({16384, 0, 1})->Args({16384, 1, 1})
+    ->Args({4096, 0, 64})->Args({4096, 1, 64})
+    ->Unit(benchmark::kMicrosecond);
+
 void BM_load_weights(benchmark::State& state) {
     const auto backend = state.range(0) == 0 ? io::read_backend::io_uring : io::read_backend::pread;
     std::vector<std::filesystem::path> files;

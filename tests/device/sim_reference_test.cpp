@@ -19,10 +19,11 @@ using namespace calserve::device;
 using namespace std::chrono_literals;
 
 namespace {
-std::filesystem::path packed(const std::string& preset) {
+std::filesystem::path packed(const std::string& preset, bool s8_v = false) {
     model::package::pack_options po;
     po.preset = preset;
-    po.out = test::scratch_dir("device-" + preset) / "pkg";
+    po.s8_v_cache = s8_v;
+    po.out = test::scratch_dir("device-" + preset + (s8_v ? "-s8v" : "")) / "pkg";
     po.tokenizer_dir = test::tokenizer_dir();
     auto p = model::package::pack(po);
     REQUIRE(p.ok());
@@ -112,4 +113,34 @@ TEST_CASE("cpu backend: a plain HF directory behind the same device interface, u
     INFO(boost::json::serialize(rep.json));
     CHECK(rep.pass);
     CHECK(clock.now() == t0);  // no NPU pacing: virtual time never moved
+}
+
+TEST_CASE("S8 V-cache package: the simulator runs the reference model's S8 V mode and equals it") {
+    const auto dir = packed("tiny-dense-1chip", true);
+    auto spec = package_spec_from_dir(dir);
+    REQUIRE(spec.ok());
+    CHECK(spec->kv.v_bytes == 1);
+    CHECK(spec->kv.v_scale_bytes == 4);
+    CHECK(spec->kv.bytes_per_token() == spec->kv.layers * spec->kv.kv_heads * (spec->kv.head_dim * 3 + 4));
+    auto lm = sim::reference_model_factory(2)(*spec);
+    REQUIRE(lm.ok());
+    auto* t = dynamic_cast<model::transformer*>(lm->get());
+    REQUIRE(t != nullptr);
+    CHECK(t->v_cache() == model::v_cache_dtype::s8);
+
+    auto cfg = config::defaults();
+    sim::manual_scheduler clock;
+    auto dev = sim::open_sim_device(dir, cfg, clock);  // warmup checks the package's (S8 V) golden corpus
+    REQUIRE(dev.ok());
+    model::load_options lo;
+    lo.v_cache = model::v_cache_dtype::s8;
+    auto reference = model::load_causal_lm((*dev)->package().reference_model_dir, lo);
+    REQUIRE(reference.ok());
+    runner::runner_options o;
+    o.wait_limit = 60s;
+    o.prefill_lengths = {1, 17, 128};
+    o.decode_lengths = {1, 32};
+    auto rep = runner::run_golden(**dev, **reference, o);
+    INFO(boost::json::serialize(rep.json));
+    CHECK(rep.pass);
 }

@@ -2,9 +2,11 @@
 // whether it runs alone, in a block with other rows of its sequence, split across
 // calls anywhere, or in the AVX2 instead of the AVX-512 form; and it is the
 // softmax-weighted sum of the values within FP32 rounding of a float64 evaluation
-// over the keys and values as stored (BF16).
+// over the keys and values as stored (BF16; values in S8 with a per-position scale
+// in the S8 V-cache mode, whose rule this file recomputes independently).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -24,12 +26,14 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 // every position and `group` query heads per KV head, and the float64 answer.
 struct fixture {
     std::int64_t kv_heads, group, head_dim, positions;
+    model::v_cache_dtype v_dtype;
     model::kv_cache kv;
     std::vector<float> q, keys, values;  // [pos][kv_head][d] for keys and values as stored
     model::thread_pool pool{2};
 
-    fixture(std::int64_t kvh, std::int64_t g, std::int64_t hd, std::int64_t n, unsigned seed)
-        : kv_heads(kvh), group(g), head_dim(hd), positions(n) {
+    fixture(std::int64_t kvh, std::int64_t g, std::int64_t hd, std::int64_t n, unsigned seed,
+            model::v_cache_dtype v = model::v_cache_dtype::bf16)
+        : kv_heads(kvh), group(g), head_dim(hd), positions(n), v_dtype(v) {
         std::mt19937 gen(seed);
         std::normal_distribution<float> d(0.0f, 1.0f);
         q.resize(static_cast<std::size_t>(n * qd()));
@@ -38,7 +42,7 @@ struct fixture {
         values.resize(keys.size());
         for (auto& x : keys) x = d(gen);
         for (auto& x : values) x = d(gen);
-        kv.reserve(1, kvh, hd, n);
+        kv.reserve(1, kvh, hd, n, v);
         for (std::int64_t p = 0; p < n; ++p)
             for (std::int64_t h = 0; h < kvh; ++h) {
                 const auto at = static_cast<std::size_t>((p * kvh + h) * hd);
@@ -91,7 +95,7 @@ struct fixture {
                 for (auto& x : s) l += (x = std::exp(x - m));
                 for (std::int64_t d = 0; d < head_dim; ++d) {
                     double o = 0;
-                    for (std::int64_t j = 0; j <= p; ++j) o += s[static_cast<std::size_t>(j)] * stored(values, j, kh, d);
+                    for (std::int64_t j = 0; j <= p; ++j) o += s[static_cast<std::size_t>(j)] * stored_value(j, kh, d);
                     const double got = out[static_cast<std::size_t>(p * qd() + h * head_dim + d)];
                     worst = std::max(worst, std::abs(got - o / l));
                 }
@@ -102,6 +106,15 @@ struct fixture {
     // An element as the cache holds it (BF16).
     double stored(const std::vector<float>& x, std::int64_t pos, std::int64_t kh, std::int64_t d) const {
         return model::bf16_to_f32(model::f32_to_bf16(x[static_cast<std::size_t>((pos * kv_heads + kh) * head_dim + d)]));
+    }
+    // A value as the cache holds it: BF16, or S8 times the position's scale (max|v| / 127).
+    double stored_value(std::int64_t pos, std::int64_t kh, std::int64_t d) const {
+        if (v_dtype == model::v_cache_dtype::bf16) return stored(values, pos, kh, d);
+        const float* v = values.data() + (pos * kv_heads + kh) * head_dim;
+        float top = 0.0f;
+        for (std::int64_t i = 0; i < head_dim; ++i) top = std::max(top, std::abs(v[i]));
+        const float q = std::nearbyint(v[d] * (127.0f / top));
+        return double(q) * double(top / 127.0f);
     }
 };
 
@@ -153,4 +166,54 @@ TEST_CASE("attention: large scores keep the softmax finite and exact across spli
     CHECK(f.max_error(together) < 1e-4);
     std::vector<std::int64_t> ones(static_cast<std::size_t>(f.positions), 1);
     CHECK(same_bits(f.run_split(ones), together));
+}
+
+TEST_CASE("attention, S8 V-cache: exact across splits and forms, and the dequantised values' answer",
+          "[attention][exact][s8v]") {
+    const auto s8 = model::v_cache_dtype::s8;
+    for (std::int64_t hd : {8, 40, 128}) {
+        INFO("head_dim " << hd);
+        fixture f(2, 3, hd, 150, 13, s8);
+        const auto together = f.run(0, f.positions);
+        CHECK(f.max_error(together) < 2e-5);
+        std::vector<std::int64_t> ones(static_cast<std::size_t>(f.positions), 1);
+        CHECK(same_bits(f.run_split(ones), together));
+        CHECK(same_bits(f.run_split({1, 62, 3, 64, 5}), together));
+        if (!model::avx512_available()) continue;
+        model::allow_attention_avx512(false);
+        const auto plain = f.run(0, f.positions);
+        model::allow_attention_avx512(true);
+        CHECK(same_bits(plain, together));
+    }
+}
+
+TEST_CASE("S8 V-cache: storage, scales, copy and truncate", "[attention][s8v]") {
+    fixture f(2, 1, 40, 100, 21, model::v_cache_dtype::s8);
+    CHECK(f.kv.v_dtype() == model::v_cache_dtype::s8);
+    // Bytes per page: keys 2 x 40 x 64 BF16, values 2 x 64 x 48 int8, scales 2 x 64 FP32; two pages.
+    CHECK(f.kv.bytes() == 2 * (2 * 40 * 64 * 2 + 2 * 64 * 48 + 2 * 64 * 4));
+    // Each value within half a step of its original; the step is max|v| / 127.
+    for (std::int64_t p = 0; p < f.positions; ++p)
+        for (std::int64_t h = 0; h < 2; ++h) {
+            const float* s = f.kv.value_scales(0, p / 64, h);
+            REQUIRE(s != nullptr);
+            for (std::int64_t d = 0; d < 40; ++d) {
+                const double orig = f.values[static_cast<std::size_t>((p * 2 + h) * 40 + d)];
+                CHECK(std::abs(f.stored_value(p, h, d) - orig) <= 0.5 * s[p % 64] * (1 + 1e-6));
+            }
+        }
+    // A copy of the first 70 positions: the copied page is identical up to 70, zero past it.
+    model::kv_cache copy;
+    copy.copy_prefix(f.kv, 70);
+    for (std::int64_t h = 0; h < 2; ++h) {
+        const auto* a = reinterpret_cast<const std::int8_t*>(copy.values(0, 1, h));
+        const auto* b = reinterpret_cast<const std::int8_t*>(f.kv.values(0, 1, h));
+        CHECK(std::memcmp(a, b, 6 * 48) == 0);
+        CHECK(std::all_of(a + 6 * 48, a + 64 * 48, [](std::int8_t x) { return x == 0; }));
+        CHECK(copy.value_scales(0, 1, h)[5] == f.kv.value_scales(0, 1, h)[5]);
+        CHECK(copy.value_scales(0, 1, h)[6] == 0.0f);
+    }
+    // A BF16 cache has no scales.
+    fixture g(1, 1, 8, 10, 3);
+    CHECK(g.kv.value_scales(0, 0, 0) == nullptr);
 }

@@ -90,3 +90,40 @@ TEST_CASE("cli: pack --decode-batches, then plan gives each profile's largest co
     std::error_code ec;
     fs::remove_all(dir.parent_path(), ec);
 }
+
+TEST_CASE("cli: pack --kv-dtype s8v writes an S8 V layout that validates, and plan and inspect compare it with BF16 V") {
+    const auto dir = calserve::test::scratch_dir("pkg-cli-s8v") / "pkg";
+    const auto tok = " --tokenizer " + calserve::test::tokenizer_dir().string();
+    auto packed = run("pack --preset tiny-dense-1chip --kv-dtype s8v --out " + dir.string() + tok);
+    INFO(packed.out);
+    REQUIRE(packed.exit_code == 0);
+    CHECK(packed.out.find("V INT8") != std::string::npos);
+    CHECK(run("validate -q " + dir.string()).exit_code == 0);
+    auto p = mp::load_package(dir);
+    REQUIRE(p.ok());
+    CHECK(p->kv.v_dtype == mp::dtype::int8);
+    CHECK(p->kv.v_scale_dtype == mp::dtype::fp32);
+    CHECK(p->kv.bytes_total == p->kv.bytes_per_token_total() * p->kv.context * p->kv.batch);
+    CHECK(mp::package_kv_choice(*p) == mp::kv_dtype_choice::s8v);
+
+    auto plan = run("plan " + dir.string() + " --json");
+    INFO(plan.out);
+    REQUIRE(plan.exit_code == 0);
+    const auto doc = boost::json::parse(plan.out);
+    CHECK(doc.at("kv_dtype").as_string() == "s8v");  // the package's own by default
+    const auto& kv = doc.at("kv_dtypes").as_object();
+    const auto bf16 = kv.at("bf16").at("bytes_per_token_per_chip").to_number<std::uint64_t>();
+    const auto s8v = kv.at("s8v").at("bytes_per_token_per_chip").to_number<std::uint64_t>();
+    CHECK(bf16 == mp::kv_bytes_per_token_per_chip(*p, mp::kv_dtype_choice::bf16));
+    CHECK(s8v == mp::kv_bytes_per_token_per_chip(*p, mp::kv_dtype_choice::s8v));
+    CHECK(s8v < bf16);
+    CHECK(2 * s8v > bf16);  // V's half only
+    CHECK(run("plan " + dir.string()).out.find("BF16 V vs S8 V") != std::string::npos);
+    auto inspect = run("inspect " + dir.string());
+    INFO(inspect.out);
+    REQUIRE(inspect.exit_code == 0);
+    CHECK(inspect.out.find("KV dtype  this package: s8v") != std::string::npos);
+    CHECK(inspect.out.find("V 1 B) + V scale 4 B)") != std::string::npos);
+    std::error_code ec;
+    fs::remove_all(dir.parent_path(), ec);
+}

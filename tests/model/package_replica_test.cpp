@@ -1,5 +1,6 @@
 // The qwen3-30b-a3b-2chip replica: every figure of document 000, parsed back from the files.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 
 #include "model/package/capacity.hpp"
@@ -105,8 +106,11 @@ TEST_CASE("qwen3 replica capacity (document 000 section 13): batch 1 at 40960 fi
     auto b4 = mp::plan_capacity(*p, 4, 40960, mp::kv_dtype_choice::bf16, limits);
     CHECK_FALSE(b4.fits);
     CHECK(b4.chips[0].kv == 4ull * 2013265920ull);  // 3.75 GiB x 4 per board, halved per chip
-    // S8 V-cache saves only the V half: 3 of 4 bytes per K/V element pair.
-    CHECK(mp::kv_bytes_per_chip(*p, 1, 40960, mp::kv_dtype_choice::s8v) == 2013265920ull / 4 * 3);
+    // S8 V-cache saves only V's half, less its scales: per chip 48 layers x 2 KV heads x
+    // (128 x (2 + 1) + 4) bytes per token, not 3/4 and never 1/2 of BF16's 48 x 2 x 128 x 4.
+    CHECK(mp::kv_bytes_per_token_per_chip(*p, mp::kv_dtype_choice::bf16) == 49152u);
+    CHECK(mp::kv_bytes_per_token_per_chip(*p, mp::kv_dtype_choice::s8v) == 37248u);
+    CHECK(mp::kv_bytes_per_chip(*p, 1, 40960, mp::kv_dtype_choice::s8v) == 37248ull * 40960);
     const auto c1 = mp::max_context(*p, 1, mp::kv_dtype_choice::bf16, limits);
     const auto c4 = mp::max_context(*p, 4, mp::kv_dtype_choice::bf16, limits);
     CHECK(c1 >= 40960);
@@ -114,4 +118,64 @@ TEST_CASE("qwen3 replica capacity (document 000 section 13): batch 1 at 40960 fi
     CHECK(mp::plan_capacity(*p, 4, c4, mp::kv_dtype_choice::bf16, limits).fits);
     CHECK_FALSE(mp::plan_capacity(*p, 4, c4 + 1, mp::kv_dtype_choice::bf16, limits).fits);
     tp::remove_scratch(dir);
+}
+
+TEST_CASE("qwen3 replica: BF16 V against S8 V, the largest batch x context per chip (issue 29)") {
+    const auto dir = tp::pack_preset("qwen3-30b-a3b-2chip", "pkg-replica-s8v");
+    auto p = mp::load_package(dir);
+    REQUIRE(p.ok());
+    const mp::capacity_limits limits;  // 16 GiB per chip, 256 MiB guard
+    CHECK(mp::package_kv_choice(*p) == mp::kv_dtype_choice::bf16);
+    constexpr std::uint32_t batches[] = {1, 2, 4, 8, 16};
+    const auto c = mp::compare_kv_dtypes(*p, batches, limits);
+    struct row {
+        std::uint32_t batch, bf16, s8v;  // largest context per row
+    };
+    // chip 0 binds (its parameters are the larger block); S8 V gives each batch ~32% more context.
+    for (const row r : {row{1, 77533, 102312}, row{2, 38766, 51156}, row{4, 19383, 25578}, row{8, 9691, 12789},
+                        row{16, 4845, 6394}}) {
+        INFO("batch " << r.batch);
+        const auto at = static_cast<std::size_t>(std::find(std::begin(batches), std::end(batches), r.batch) - batches);
+        CHECK(c.bf16.max_context[at] == r.bf16);
+        CHECK(c.s8v.max_context[at] == r.s8v);
+        for (auto kv : {mp::kv_dtype_choice::bf16, mp::kv_dtype_choice::s8v}) {
+            const auto fit = kv == mp::kv_dtype_choice::bf16 ? r.bf16 : r.s8v;
+            CHECK(mp::plan_capacity(*p, r.batch, fit, kv, limits).fits);
+            CHECK_FALSE(mp::plan_capacity(*p, r.batch, fit + 1, kv, limits).fits);
+        }
+    }
+    // At the calbin context: BF16 holds one row, S8 V two; batch 4 fits with neither.
+    CHECK(c.bf16.max_batch_at_context == 1);
+    CHECK(c.s8v.max_batch_at_context == 2);
+    CHECK(mp::plan_capacity(*p, 2, 40960, mp::kv_dtype_choice::s8v, limits).fits);
+    CHECK_FALSE(mp::plan_capacity(*p, 2, 40960, mp::kv_dtype_choice::bf16, limits).fits);
+    CHECK_FALSE(mp::plan_capacity(*p, 4, 40960, mp::kv_dtype_choice::s8v, limits).fits);
+    tp::remove_scratch(dir);
+}
+
+TEST_CASE("capacity: S8 V bytes come from the layout's K dtype and scale dtype") {
+    mp::package p;
+    p.context = 1000;
+    p.topo.tensor_parallel = 2;
+    p.kv = {4, 8, 64, mp::dtype::bf16, mp::dtype::bf16, mp::dtype::fp32, 1000, 1, 0, 0};
+    struct row {
+        mp::dtype k, v, scale;
+        mp::kv_dtype_choice choice;
+        std::uint64_t per_token;  // per chip: 4 layers x 4 KV heads x (64 x (K + V) + scale)
+    };
+    for (const row r : {row{mp::dtype::bf16, mp::dtype::bf16, mp::dtype::fp32, mp::kv_dtype_choice::bf16, 16 * 256},
+                        row{mp::dtype::bf16, mp::dtype::bf16, mp::dtype::fp32, mp::kv_dtype_choice::s8v, 16 * 196},
+                        row{mp::dtype::bf16, mp::dtype::int8, mp::dtype::fp32, mp::kv_dtype_choice::s8v, 16 * 196},
+                        row{mp::dtype::bf16, mp::dtype::int8, mp::dtype::bf16, mp::kv_dtype_choice::s8v, 16 * 194},
+                        row{mp::dtype::bf16, mp::dtype::int8, mp::dtype::fp32, mp::kv_dtype_choice::bf16, 16 * 256},
+                        row{mp::dtype::fp32, mp::dtype::bf16, mp::dtype::fp32, mp::kv_dtype_choice::s8v, 16 * 324}}) {
+        p.kv.k_dtype = r.k, p.kv.v_dtype = r.v, p.kv.v_scale_dtype = r.scale;
+        INFO("k " << mp::to_string(r.k) << " v " << mp::to_string(r.v) << " plan " << mp::to_string(r.choice));
+        CHECK(mp::kv_bytes_per_token_per_chip(p, r.choice) == r.per_token);
+        CHECK(mp::kv_bytes_per_chip(p, 3, 100, r.choice) == r.per_token * 300);
+        CHECK(mp::package_kv_choice(p) == (r.v == mp::dtype::int8 ? mp::kv_dtype_choice::s8v : mp::kv_dtype_choice::bf16));
+    }
+    // The package's own bytes per token (all chips) count the scales too.
+    p.kv.k_dtype = mp::dtype::bf16, p.kv.v_dtype = mp::dtype::int8, p.kv.v_scale_dtype = mp::dtype::fp32;
+    CHECK(p.kv.bytes_per_token_total() == 2 * 16 * 196u);
 }

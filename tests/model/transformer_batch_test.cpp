@@ -1,6 +1,7 @@
 // Batch invariance: a decode_batch row's logits equal that sequence decoded alone,
 // bit for bit (memcmp), whatever the batch size and the other rows; the kernels
-// underneath sum every vector of a batch exactly as the single-vector matvec does.
+// underneath sum every vector of a batch exactly as the single-vector matvec does. The
+// S8 V-cache keeps it (a position's quantisation depends on its own value vector only).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -62,11 +63,13 @@ void check_batch_equals_alone(model::transformer& m, std::span<const model::seq_
     }
 }
 
-void check_model(bool moe, const std::string& dtype, int tp, model::arithmetic arith = model::arithmetic::fp32) {
-    INFO("moe " << moe << " dtype " << dtype << " tp " << tp << " arithmetic " << model::to_string(arith));
+void check_model(bool moe, const std::string& dtype, int tp, model::arithmetic arith = model::arithmetic::fp32,
+                 model::v_cache_dtype v_cache = model::v_cache_dtype::bf16) {
+    INFO("moe " << moe << " dtype " << dtype << " tp " << tp << " arithmetic " << model::to_string(arith) << " V cache "
+                << model::to_string(v_cache));
     auto dir = test::write_small_model(std::string("batch-exact-") + (moe ? "moe-" : "dense-") + dtype,
                                        test::small_config(moe), dtype);
-    auto m = test::load_model(dir, tp, 2, arith);
+    auto m = test::load_model(dir, tp, 2, arith, v_cache);
     const auto v = static_cast<std::size_t>(m->shape().vocab_size);
     constexpr std::size_t k_rows = 16;
     std::vector<float> scratch(v);
@@ -161,6 +164,13 @@ TEST_CASE("bf16 arithmetic: decode_batch rows equal decode alone bit for bit", "
     check_model(false, "bf16", 1, model::arithmetic::bf16);
     check_model(true, "bf16", 1, model::arithmetic::bf16);
     check_model(false, "bf16", 2, model::arithmetic::bf16);
+}
+
+TEST_CASE("S8 V-cache: decode_batch rows equal decode alone bit for bit", "[transformer][batch][s8v]") {
+    const auto s8 = model::v_cache_dtype::s8;
+    check_model(false, "bf16", 1, model::arithmetic::fp32, s8);
+    check_model(true, "f32", 1, model::arithmetic::fp32, s8);
+    check_model(false, "bf16", 2, model::arithmetic::bf16, s8);
 }
 
 TEST_CASE("panel-packed short rows: every vector equals itself alone, and the plain dot up to rounding",

@@ -2,7 +2,8 @@
 // prefill of k then decode of the rest, and prefill in chunks all produce the
 // logits of one token-at-a-time decoding exactly (memcmp), across KV page
 // boundaries (64 positions), for dense and MoE, F32 and BF16, TP1 and TP2, in both
-// arithmetic modes (fp32, and bf16 with its vdpbf16ps kernels and their emulation).
+// arithmetic modes (fp32, and bf16 with its vdpbf16ps kernels and their emulation), and
+// with the S8 V-cache (per-position scales) as with BF16 V.
 // This is what lets a preempted sequence be re-prefilled without changing its stream.
 #include <catch2/catch.hpp>
 
@@ -23,6 +24,7 @@ struct exact_case {
     std::string dtype;
     int tp = 1;
     model::arithmetic arith = model::arithmetic::fp32;
+    model::v_cache_dtype v_cache = model::v_cache_dtype::bf16;
 };
 
 // Logits of every position computed one token at a time (prefill 1, then decode).
@@ -35,10 +37,11 @@ std::vector<float> decoded_logits(model::transformer& m, model::seq_id seq, cons
 }
 
 void check_splits(const exact_case& c) {
-    INFO("moe " << c.moe << " dtype " << c.dtype << " tp " << c.tp << " arithmetic " << model::to_string(c.arith));
+    INFO("moe " << c.moe << " dtype " << c.dtype << " tp " << c.tp << " arithmetic " << model::to_string(c.arith)
+                << " V cache " << model::to_string(c.v_cache));
     auto dir = test::write_small_model("exact-" + std::string(c.moe ? "moe-" : "dense-") + c.dtype,
                                        test::small_config(c.moe), c.dtype);
-    auto m = test::load_model(dir, c.tp, 2, c.arith);
+    auto m = test::load_model(dir, c.tp, 2, c.arith, c.v_cache);
     const auto v = static_cast<std::size_t>(m->shape().vocab_size);
     const auto toks = test::random_tokens(k_tokens, m->shape().vocab_size, 17);
     const auto inc = decoded_logits(*m, 1, toks);
@@ -96,6 +99,32 @@ TEST_CASE("bf16 arithmetic: prefill, resumed prefill and decode give every row t
     check_splits({true, "bf16", 1, model::arithmetic::bf16});
     check_splits({false, "bf16", 2, model::arithmetic::bf16});
     check_splits({false, "f32", 1, model::arithmetic::bf16});  // F32 weights: FP32 products in this mode too
+}
+
+TEST_CASE("S8 V-cache: prefill, resumed prefill and decode give every row the same bits",
+          "[transformer][exact][s8v]") {
+    const auto s8 = model::v_cache_dtype::s8;
+    check_splits({false, "f32", 1, model::arithmetic::fp32, s8});
+    check_splits({false, "bf16", 1, model::arithmetic::fp32, s8});
+    check_splits({true, "bf16", 1, model::arithmetic::fp32, s8});
+    check_splits({false, "bf16", 2, model::arithmetic::fp32, s8});
+    check_splits({true, "bf16", 2, model::arithmetic::bf16, s8});
+}
+
+TEST_CASE("S8 V-cache differs from BF16 V and stays close to it", "[transformer][s8v]") {
+    auto dir = test::write_small_model("exact-modes-s8v", test::small_config(false), "bf16");
+    auto bf16 = test::load_model(dir, 1, 2);
+    auto s8 = test::load_model(dir, 1, 2, model::arithmetic::fp32, model::v_cache_dtype::s8);
+    CHECK(s8->v_cache() == model::v_cache_dtype::s8);
+    const auto v = static_cast<std::size_t>(bf16->shape().vocab_size);
+    const auto toks = test::random_tokens(150, bf16->shape().vocab_size, 8);
+    std::vector<float> a(toks.size() * v), b(toks.size() * v);
+    REQUIRE(bf16->prefill_all(1, toks, a).ok());
+    REQUIRE(s8->prefill_all(1, toks, b).ok());
+    CHECK_FALSE(same_bits(a.data(), b.data(), a.size()));  // the mode is really in use
+    float scale = 0.0f;
+    for (float x : a) scale = std::max(scale, std::abs(x));
+    CHECK(test::max_abs_diff(a.data(), b.data(), a.size()) < 0.05f * scale);
 }
 
 TEST_CASE("bf16 arithmetic: the vdpbf16ps kernels and their emulation give a model the same bits",

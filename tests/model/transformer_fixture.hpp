@@ -31,8 +31,10 @@ inline std::filesystem::path write_small_model(const std::string& tag, const mod
 }
 
 inline std::unique_ptr<model::transformer> load_model(const std::filesystem::path& dir, int tp = 1, int threads = 2,
-                                                     model::arithmetic arith = model::arithmetic::fp32) {
+                                                     model::arithmetic arith = model::arithmetic::fp32,
+                                                     model::v_cache_dtype v_cache = model::v_cache_dtype::bf16) {
     model::load_options o;
+    o.v_cache = v_cache;
     o.threads = threads;
     o.tensor_parallel = tp;
     o.arith = arith;

@@ -2,7 +2,8 @@
 // sequence that starts as a copy of another's first n positions, or that was
 // truncated to n, and then prefills the rest gives the same bits as one full
 // prefill of the same tokens. Property test over random prompts, split points
-// (inside and across 64-position pages) and models (dense/MoE, F32/BF16, TP1/TP2).
+// (inside and across 64-position pages) and models (dense/MoE, F32/BF16, TP1/TP2), with
+// BF16 V and with the S8 V-cache.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -18,11 +19,13 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-void check_reuse(bool moe, const std::string& dtype, int tp, std::uint32_t seed) {
-    INFO("moe " << moe << " dtype " << dtype << " tp " << tp << " seed " << seed);
+void check_reuse(bool moe, const std::string& dtype, int tp, std::uint32_t seed,
+                 model::v_cache_dtype v_cache = model::v_cache_dtype::bf16) {
+    INFO("moe " << moe << " dtype " << dtype << " tp " << tp << " seed " << seed << " V cache "
+                << model::to_string(v_cache));
     auto dir = test::write_small_model("reuse-" + std::string(moe ? "moe-" : "dense-") + dtype, test::small_config(moe),
                                        dtype);
-    auto m = test::load_model(dir, tp);
+    auto m = test::load_model(dir, tp, 2, model::arithmetic::fp32, v_cache);
     const auto v = static_cast<std::size_t>(m->shape().vocab_size);
     std::mt19937 rng(seed);
     model::seq_id id = 100;
@@ -61,6 +64,14 @@ TEST_CASE("seq copy and seq keep then prefill give the bits of one full prefill"
     check_reuse(false, "f32", 1, 2);
     check_reuse(true, "bf16", 1, 3);
     check_reuse(false, "bf16", 2, 4);
+}
+
+TEST_CASE("S8 V-cache: seq copy and seq keep then prefill give the bits of one full prefill",
+          "[transformer][exact][kv][s8v]") {
+    const auto s8 = model::v_cache_dtype::s8;
+    check_reuse(false, "bf16", 1, 5, s8);
+    check_reuse(true, "f32", 1, 6, s8);
+    check_reuse(false, "bf16", 2, 7, s8);
 }
 
 TEST_CASE("seq copy and seq keep refuse what they cannot do", "[transformer][kv]") {
