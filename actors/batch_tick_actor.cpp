@@ -184,6 +184,7 @@ void batch_tick_actor::preempt(entry& grower) {
     if (metrics_) metrics_->preemptions_total.inc();
     v.life.transition_to(v.phase() == seq_phase::awaiting ? seq_phase::kv_wait_awaiting : seq_phase::kv_wait);
     if (v.copy == device_copy::held) v.copy = device_copy::lost;
+    v.shared = false;  // the KvManager drops its running entry with its blocks
     v.group = k_no_group;
     (void)device_.tell(da_kv_free{v.seq->seq}, id());
     if (&v == &grower) {
@@ -223,9 +224,13 @@ void batch_tick_actor::job_ended(const std::vector<sequence_id>& rows, job_end h
         const bool ending = e.phase() == seq_phase::finishing_job;
         if (how == job_end::completed) {
             e.seq->failed_jobs = 0;
-            if (!ending) e.life.transition_to(seq_phase::awaiting);
+            if (!ending) {
+                e.life.transition_to(seq_phase::awaiting);
+                share_prompt(e);
+            }
         } else {
             if (e.copy == device_copy::held) e.copy = device_copy::lost;
+            e.shared = false;  // its KV is rebuilt: shared again once it is whole
             if (!ending) e.life.transition_to(seq_phase::ready);
             if (how == job_end::failed && ++e.seq->failed_jobs > options_.max_job_retries && !ending) {
                 give_up(seq, e);
@@ -234,6 +239,17 @@ void batch_tick_actor::job_ended(const std::vector<sequence_id>& rows, job_end h
         }
         if (ending) release(seq);
     }
+}
+
+// Once its whole prompt is on the device, the prompt's KV is indexed as a running prefix
+// cache entry, so requests arriving while it runs (the other choices of an n > 1
+// request, a shared system prompt) copy it instead of prefilling it.
+void batch_tick_actor::share_prompt(entry& e) {
+    const auto& s = *e.seq;
+    if (!options_.prefix_cache || e.shared || e.copy != device_copy::held || s.device_len < s.prompt_len) return;
+    e.shared = true;
+    auto prompt = std::make_shared<const std::vector<token_id>>(s.tokens.begin(), s.tokens.begin() + s.prompt_len);
+    (void)kv_.tell(kv_share{s.seq, std::move(prompt), s.scope}, id());
 }
 
 // Its Request's answer is no longer waited for (it came, the token went on, or no token
@@ -295,6 +311,7 @@ void batch_tick_actor::on(bt_device_down&) {
     for (auto& [id, e] : entries_) {
         if (e.copy == device_copy::held) e.copy = device_copy::lost;
         e.cached = 0;  // copied into a device that lost it
+        e.shared = false;
     }
     if (options_.prefix_cache) (void)kv_.tell(kv_drop_cache{}, id());  // the device lost every cached sequence
 }

@@ -176,11 +176,14 @@ private:
         // A prefix cache hit not yet used: its next prefill starts here (the device holds
         // these first tokens, copied from a cached sequence), not at 0.
         std::int64_t cached = 0;
+        // Its prompt's KV is indexed as a running prefix cache entry (kv_share) and valid.
+        bool shared = false;
         int answers_to_skip = 0;              // tokens it went on past (go_on): their answers only count
         int group = k_no_group;               // the slot it last decoded in
         std::chrono::nanoseconds last_served{0};
     };
 
+    void share_prompt(entry& e);
     void on(bt_admit& m);
     void on(bt_kv_granted& m);
     void on(bt_kv_grown& m);

@@ -29,11 +29,12 @@ void kv_manager_actor::on_message(kv_manager_message& msg) {
             else if constexpr (std::is_same_v<T, kv_extend>) on_extend(m);
             else if constexpr (std::is_same_v<T, kv_release>) on_release(m);
             else if constexpr (std::is_same_v<T, kv_drop_cache>) on_drop(m);
+            else if constexpr (std::is_same_v<T, kv_share>) on_share(m);
             else on_expired(m);
         },
         msg);
     CALSERVE_INVARIANT(pool_.conserved(), "KV blocks not conserved");
-    CALSERVE_INVARIANT(pool_.cached_sequences() == cache_.entries(), "cached KV holdings differ from the cache's entries");
+    CALSERVE_INVARIANT(pool_.cached_sequences() == cache_.kept_entries(), "cached KV holdings differ from the cache's entries");
     publish();
 }
 
@@ -137,7 +138,10 @@ void kv_manager_actor::on_reserve(kv_reserve& m) {
 }
 
 void kv_manager_actor::on_grow(kv_grow& m) {
-    if (m.preempt != 0) pool_.release(m.preempt);
+    if (m.preempt != 0) {
+        if (cache_.running(m.preempt)) cache_.erase(m.preempt);  // its KV goes to the grower
+        pool_.release(m.preempt);
+    }
     if (pool_.holds(m.seq) && !pool_.try_grow(m.seq, m.tokens))
         (void)make_room(pool_.blocks_for(m.tokens) - pool_.reserved_tokens(m.seq) / pool_.block_tokens(), 0);
     void_result outcome = make_error(status::kv_full, "no free KV block to grow sequence " + std::to_string(m.seq));
@@ -163,6 +167,8 @@ void kv_manager_actor::on_release(const kv_release& m) {
         }
     }
     if (cache_options_.enabled) {
+        // Its running entry ends with it (the valid part may now be kept, below).
+        if (cache_.running(m.seq)) cache_.erase(m.seq);
         // With the cache on, the KvManager frees released sequences on the device itself,
         // after any copy it sent from them.
         if (!cache_on_release(m) && pool_.holds(m.seq)) {
@@ -182,6 +188,25 @@ void kv_manager_actor::on_drop(const kv_drop_cache& m) {
         if (metrics_) metrics_->prefix_cache_evictions.inc();
     }
     serve_waiters();
+}
+
+void kv_manager_actor::on_share(const kv_share& m) {
+    // Only a sequence that still holds its blocks (not cached: it is running) and is not
+    // indexed yet; a released one's release came first and its KV is gone or kept.
+    if (!cache_options_.enabled || !m.tokens || !pool_.holds(m.seq) || pool_.is_cached(m.seq) ||
+        cache_.contains(m.seq))
+        return;
+    const std::int64_t block = cache_.block_tokens();
+    const std::int64_t whole = std::int64_t(m.tokens->size()) / block * block;
+    if (whole == 0) return;
+    auto freed = cache_.insert(m.seq, m.scope, std::vector<prefix_cache::token>(m.tokens->begin(), m.tokens->begin() + whole),
+                               /*running=*/true);
+    for (auto r : freed) {
+        if (r == m.seq) continue;  // an equal entry exists: nothing to add
+        pool_.release(r);
+        (void)device_.tell(da_kv_free{r}, id());
+        if (metrics_) metrics_->prefix_cache_evictions.inc();
+    }
 }
 
 void kv_manager_actor::on_expired(const kv_wait_expired& m) {

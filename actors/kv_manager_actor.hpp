@@ -19,7 +19,9 @@
 //! the entry reaches the device after the copy. Entries are evicted least recently
 //! used, and only when a reservation or a grow would otherwise wait or fail, so the
 //! cache never causes a refusal, a wait or a preemption. kv_drop_cache (a device
-//! reset) drops every entry.
+//! reset) drops every entry. kv_share indexes a running sequence's prompt as a
+//! running entry (no blocks of its own: they stay the sequence's), removed when the
+//! sequence is released.
 //! Invariant: the pool is conserved after every message, and its cached holdings are
 //! exactly the cache's entries (checked).
 #include <deque>
@@ -70,6 +72,7 @@ private:
     void on_release(const kv_release& m);
     void on_expired(const kv_wait_expired& m);
     void on_drop(const kv_drop_cache& m);
+    void on_share(const kv_share& m);
     bool try_grant(kv_reserve& m);
     // Evicts cached entries (least recently used first, never `keep`) until `blocks`
     // are free; false, evicting nothing, when even every entry would not free them.

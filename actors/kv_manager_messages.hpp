@@ -60,6 +60,14 @@ struct kv_release {
     std::shared_ptr<const std::vector<prefix_cache::token>> cache;
     cache_key scope{};
 };
+// A running sequence's prefill has written `tokens` (its prompt) to the device: their
+// whole cache blocks are indexed as a running entry (prefix_cache.hpp) until it is
+// released, so requests arriving meanwhile copy them instead of prefilling them.
+struct kv_share {
+    sequence_id seq = 0;
+    std::shared_ptr<const std::vector<prefix_cache::token>> tokens;
+    cache_key scope{};
+};
 // The device lost every KV sequence (reset, device_lost): drop the cached ones.
 struct kv_drop_cache {
     bool free_on_device = false;  // the device still holds them (an operator emptying the cache)
@@ -67,6 +75,7 @@ struct kv_drop_cache {
 struct kv_wait_expired {
     sequence_id seq = 0;
 };
-using kv_manager_message = std::variant<kv_reserve, kv_grow, kv_extend, kv_release, kv_wait_expired, kv_drop_cache>;
+using kv_manager_message =
+    std::variant<kv_reserve, kv_grow, kv_extend, kv_release, kv_wait_expired, kv_drop_cache, kv_share>;
 
 }  // namespace calserve::actors

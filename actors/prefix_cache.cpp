@@ -71,7 +71,8 @@ std::optional<prefix_cache::hit> prefix_cache::lookup(const cache_key& scope, st
     return std::nullopt;
 }
 
-std::vector<sequence_id> prefix_cache::insert(sequence_id seq, const cache_key& scope, std::vector<token> tokens) {
+std::vector<sequence_id> prefix_cache::insert(sequence_id seq, const cache_key& scope, std::vector<token> tokens,
+                                              bool running) {
     std::vector<sequence_id> redundant;
     const auto blocks = std::int64_t(tokens.size()) / block_tokens_;
     if (blocks == 0 || entries_.contains(seq)) return {seq};
@@ -98,10 +99,16 @@ std::vector<sequence_id> prefix_cache::insert(sequence_id seq, const cache_key& 
                 redundant.push_back(other);
         }
     }
-    for (auto r : redundant) erase(r);
-    entry e{scope, std::move(tokens), std::move(chain), lru_.insert(lru_.end(), seq)};
+    // A running entry's KV is its sequence's: it only leaves the index.
+    std::erase_if(redundant, [this](sequence_id r) {
+        const bool owned_elsewhere = entries_.at(r).running;
+        erase(r);
+        return owned_elsewhere;
+    });
+    entry e{scope, std::move(tokens), std::move(chain), lru_.insert(lru_.end(), seq), running};
     for (const auto& k : e.keys) index_[k].push_back(seq);
     entries_.emplace(seq, std::move(e));
+    if (running) ++running_;
     return redundant;
 }
 
@@ -119,7 +126,7 @@ void prefix_cache::unindex(sequence_id seq, const entry& e) {
 
 std::optional<sequence_id> prefix_cache::evict_lru(sequence_id keep) {
     for (auto seq : lru_) {
-        if (seq == keep) continue;
+        if (seq == keep || entries_.at(seq).running) continue;
         erase(seq);
         return seq;
     }
@@ -131,16 +138,25 @@ bool prefix_cache::erase(sequence_id seq) {
     if (it == entries_.end()) return false;
     unindex(seq, it->second);
     lru_.erase(it->second.lru);
+    if (it->second.running) --running_;
     entries_.erase(it);
     return true;
 }
 
 std::vector<sequence_id> prefix_cache::clear() {
-    std::vector<sequence_id> out(lru_.begin(), lru_.end());
+    std::vector<sequence_id> out;
+    for (auto seq : lru_)
+        if (!entries_.at(seq).running) out.push_back(seq);
     entries_.clear();
     index_.clear();
     lru_.clear();
+    running_ = 0;
     return out;
+}
+
+bool prefix_cache::running(sequence_id seq) const {
+    auto it = entries_.find(seq);
+    return it != entries_.end() && it->second.running;
 }
 
 std::int64_t prefix_cache::tokens_of(sequence_id seq) const {
@@ -162,7 +178,10 @@ bool prefix_cache::consistent() const {
     }
     std::size_t indexed = 0;
     for (const auto& [k, seqs] : index_) indexed += seqs.size();
-    return indexed == keys && lru_.size() == entries_.size();
+    const auto running = std::size_t(std::count_if(entries_.begin(), entries_.end(), [](const auto& kv) {
+        return kv.second.running;
+    }));
+    return indexed == keys && lru_.size() == entries_.size() && running == running_;
 }
 
 }  // namespace calserve::actors

@@ -18,8 +18,18 @@
 //!
 //! Eviction: least recently used first (an entry is used when inserted or hit).
 //! Entries that are a prefix of a newer entry are redundant: insert returns them
-//! to be freed. Invariants: every entry's tokens are a whole number of blocks;
-//! every key in the index names a live entry holding that prefix.
+//! to be freed.
+//!
+//! Running entries: a sequence that is still running may index its prompt's whole
+//! blocks as soon as its prefill has written them (insert with `running`), so
+//! requests that arrive while it runs (the other choices of an `n > 1` request, a
+//! shared system prompt under concurrency) copy its KV instead of prefilling it.
+//! Its KV is the sequence's own, not the cache's: a running entry is never evicted
+//! nor returned to be freed; it leaves the index when its sequence is released
+//! (then, like any finished sequence, it may be kept) or the device is reset.
+//!
+//! Invariants: every entry's tokens are a whole number of blocks; every key in the
+//! index names an entry holding that prefix.
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -68,17 +78,24 @@ public:
     // `seq`'s device KV holding `tokens` (a whole number of blocks, > 0) becomes an
     // entry. Returns entries made redundant by it (a prefix of it): the caller frees
     // them. An entry equal to an existing one is not added: it is returned itself.
-    std::vector<sequence_id> insert(sequence_id seq, const cache_key& scope, std::vector<token> tokens);
+    // `running`: the sequence still runs and owns its KV (see above); redundant running
+    // entries leave the index but are never returned.
+    std::vector<sequence_id> insert(sequence_id seq, const cache_key& scope, std::vector<token> tokens,
+                                    bool running = false);
 
-    // The least recently used entry other than `keep`, removed; nothing when none.
+    // The least recently used kept (not running) entry other than `keep`, removed;
+    // nothing when none.
     std::optional<sequence_id> evict_lru(sequence_id keep = 0);
     // Removes one entry (unknown ids ignored); returns whether it was there.
     bool erase(sequence_id seq);
-    // Removes every entry; returns their sequences.
+    // Removes every entry; returns the kept ones' sequences (their KV is the cache's).
     std::vector<sequence_id> clear();
 
     bool contains(sequence_id seq) const { return entries_.contains(seq); }
+    bool running(sequence_id seq) const;
     std::size_t entries() const { return entries_.size(); }
+    std::size_t kept_entries() const { return entries_.size() - running_; }
+    std::size_t running_entries() const { return running_; }
     std::int64_t tokens_of(sequence_id seq) const;
     // Every index key names a live entry whose tokens produce it (tests, soak).
     bool consistent() const;
@@ -92,6 +109,7 @@ private:
         std::vector<token> tokens;
         std::vector<cache_key> keys;            // one per block
         std::list<sequence_id>::iterator lru;   // position in lru_ (front = least recent)
+        bool running = false;                   // a running sequence's prompt: never evicted or freed here
     };
     void unindex(sequence_id seq, const entry& e);
     void touch(entry& e);
@@ -103,6 +121,7 @@ private:
     // is 512 keys, looked up and inserted per request.
     boost::unordered_flat_map<cache_key, boost::container::small_vector<sequence_id, 2>, key_hash> index_;
     std::list<sequence_id> lru_;
+    std::size_t running_ = 0;  // entries with `running`
 };
 
 }  // namespace calserve::actors

@@ -271,8 +271,8 @@ maybe_error read_control(const json::object& o, api_request& r) {
         r.model = std::string(v->get_string());
     }
     std::optional<std::int64_t> n;
-    if (auto e = read_integer(o, "n", INT64_MIN, INT64_MAX, n)) return e;
-    if (n && *n != 1) return field_error("n", "only n=1 is supported");
+    if (auto e = read_integer(o, "n", 1, k_max_choices, n)) return e;
+    if (n) r.n = *n;
     std::optional<std::int64_t> mt, mct;
     if (auto e = read_integer(o, "max_tokens", 1, INT32_MAX, mt)) return e;
     if (auto e = read_integer(o, "max_completion_tokens", 1, INT32_MAX, mct)) return e;

@@ -56,12 +56,16 @@ struct api_output_spec {
     }
 };
 
+// The most choices one request may ask for (`n`).
+inline constexpr std::int64_t k_max_choices = 16;
+
 struct api_request {
     api_kind kind = api_kind::completion;
     std::string model;                                // empty = the served model
     std::variant<std::string, std::vector<actors::token_id>, std::vector<actors::chat_message>> prompt;
     std::optional<std::int64_t> max_tokens;           // none = server default, clamped to the context
     bool stream = false;
+    std::int64_t n = 1;                               // choices (k_max_choices at most); each its own engine request
     bool include_usage = false;                       // stream_options.include_usage
     actors::generation_request gen;                   // sampling, stop, ignore_eos, timeout (prompt/id later)
     std::shared_ptr<actors::engine> target;           // the generation serving `model` (set at admission)

@@ -122,19 +122,37 @@ asio::awaitable<bool> apply_client_stall(const server_options& o, std::string re
 }
 
 namespace {
+// One of the request's `n` choices: its own engine request (choice 0's id is the
+// response's), builder and end.
+struct choice_state {
+    std::string engine_id;
+    std::unique_ptr<response_builder> builder;
+    std::optional<actors::generation_result> result;
+};
+
 struct generation {
     std::shared_ptr<http_server::impl> srv;
     api_request req;
     std::string id;
     std::shared_ptr<stream_channel> channel;
-    std::unique_ptr<response_builder> builder;
+    std::vector<choice_state> choices;
+    bool forked = false;         // choices 1.. submitted (once choice 0's prompt is on the device)
     token_clock clock;
     timing_record rec;
+    // The request's end: every choice ended (usage summed over them), or the first that failed.
     std::optional<actors::generation_result> result;
     bool overflowed = false;
     bool write_failed = false;
     bool unframed = false;       // HTTP/1.0: the body is not chunked and ends at the close
     bool shut_down = false;      // cut by server stop: ended with shutdown_error()
+
+    bool ok_end(const actors::generation_result& r) const {
+        return r.reason == finish_reason::stop || r.reason == finish_reason::length;
+    }
+    void cancel_all() const {
+        for (const auto& c : choices)
+            if (!c.result) srv->engine.cancel(c.engine_id);
+    }
 };
 
 std::string sse(std::string_view json_text) {
@@ -146,40 +164,96 @@ std::string sse(std::string_view json_text) {
 
 bool cancelled_here(asio::cancellation_state s) { return s.cancelled() != asio::cancellation_type::none; }
 
-// The tail of an SSE stream once the engine finished: finish chunk or error, usage, [DONE].
+// n > 1: choices 1.. are submitted once choice 0 has a token (or has ended), so its
+// prompt's KV is on the device and indexed (a running prefix cache entry): each
+// copies it (seq copy) and prefills only the last partial block. Each has its own
+// seed stream (seed + index when the request gives a seed). A refused choice ends
+// the request with its error.
+void fork_choices(generation& g) {
+    g.forked = true;
+    for (std::size_t i = 1; i < g.choices.size(); ++i) {
+        auto gen = g.req.gen;
+        gen.id = g.choices[i].engine_id;
+        if (gen.sampling.seed) gen.sampling.seed = *gen.sampling.seed + i;
+        auto submitted = g.req.target->submit(std::move(gen), std::make_shared<channel_sink>(g.channel, i));
+        if (!submitted) {
+            actors::generation_result failed;
+            failed.reason = finish_reason::error;
+            failed.failure = submitted.error();
+            g.choices[i].result = failed;
+            if (!g.result) g.result = failed;
+        }
+    }
+}
+
+// The request's end once every choice has ended well: usage summed (the prompt and
+// its cached tokens once).
+void settle(generation& g) {
+    if (g.result) return;
+    actors::generation_result all;
+    for (std::size_t i = 0; i < g.choices.size(); ++i) {
+        const auto& r = g.choices[i].result;
+        if (!r) return;
+        if (i == 0) {
+            all = *r;
+        } else {
+            all.tokens.completion_tokens += r->tokens.completion_tokens;
+        }
+    }
+    g.result = std::move(all);
+}
+
+// Applies taken events to the choices; SSE text of them when `sse_out`.
+void absorb(generation& g, std::vector<stream_event>& events, std::string* sse_out) {
+    for (auto& ev : events) {
+        auto& c = g.choices.at(ev.stream);
+        if (auto* t = std::get_if<actors::generated_token>(&ev.body)) {
+            if (!g.overflowed && !g.result) {
+                g.clock.on_token(g.srv->metrics, ev.at);
+                if (!sse_out) {
+                    c.builder->add_token(*t);
+                } else if (auto chunk = c.builder->token_chunk(*t); !chunk.empty()) {
+                    *sse_out += sse(chunk);
+                }
+            }
+        } else if (auto* r = std::get_if<actors::generation_result>(&ev.body)) {
+            c.result = *r;
+            if (!g.result && !g.ok_end(*r)) {
+                g.result = *r;  // one choice failed: so does the request
+            } else if (!g.result && sse_out && !g.overflowed) {
+                *sse_out += sse(c.builder->finish_chunk(*r));
+            }
+        }
+        if (ev.stream == 0 && !g.forked) {
+            if (g.result || g.overflowed) {
+                g.forked = true;  // nothing to fork into: the request is ending
+            } else {
+                fork_choices(g);
+            }
+        }
+    }
+    settle(g);
+}
+
+// The tail of an SSE stream once the request ended: the error if it failed, usage, [DONE].
 std::string sse_tail(generation& g) {
     std::string out;
     const auto& r = *g.result;
-    if (!g.overflowed) {
-        if (r.reason == finish_reason::stop || r.reason == finish_reason::length) {
-            out += sse(g.builder->finish_chunk(r));
-        } else {
-            out += sse(error_json(finish_error(r)));
-        }
-    }
-    if (g.req.include_usage) out += sse(g.builder->usage_chunk(r.tokens));
+    if (!g.overflowed && !g.ok_end(r)) out += sse(error_json(finish_error(r)));
+    if (g.req.include_usage) out += sse(g.choices.front().builder->usage_chunk(r.tokens));
     out += "data: [DONE]\n\n";
     return out;
 }
 
-// Turns queued events into SSE text; sets g.result on the finish event.
+// Turns queued events into SSE text; sets g.result once the request ended.
 std::string sse_batch(generation& g, std::vector<stream_event>& events, const std::vector<std::uint64_t>& over) {
     std::string out;
     if (!over.empty() && !g.overflowed) {
         g.overflowed = true;
-        g.srv->engine.cancel(g.id);
+        g.cancel_all();
         out += sse(error_json(api_error{status::queue_full, {}, "client too slow: stream queue full, cancelled"}));
     }
-    for (auto& ev : events) {
-        if (auto* t = std::get_if<actors::generated_token>(&ev.body)) {
-            if (g.overflowed) continue;
-            g.clock.on_token(g.srv->metrics, ev.at);
-            auto c = g.builder->token_chunk(*t);
-            if (!c.empty()) out += sse(c);
-        } else if (auto* r = std::get_if<actors::generation_result>(&ev.body)) {
-            g.result = *r;
-        }
-    }
+    absorb(g, events, &out);
     if (g.result) {
         out += sse_tail(g);
     } else if (g.channel->shutting_down()) {  // the server is stopping: say so, then end the stream
@@ -245,16 +319,9 @@ asio::awaitable<void> pump_aggregate(generation& g) {
         }
         if (!over.empty() && !g.overflowed) {
             g.overflowed = true;
-            g.srv->engine.cancel(g.id);
+            g.cancel_all();
         }
-        for (auto& ev : events) {
-            if (auto* t = std::get_if<actors::generated_token>(&ev.body)) {
-                g.clock.on_token(g.srv->metrics, ev.at);
-                g.builder->add_token(*t);
-            } else if (auto* r = std::get_if<actors::generation_result>(&ev.body)) {
-                g.result = *r;
-            }
-        }
+        absorb(g, events, nullptr);
     }
 }
 
@@ -262,8 +329,10 @@ asio::awaitable<void> pump_aggregate(generation& g) {
 void finish_generation(generation& g, http_exchange& ex, bool peer_gone, unsigned http_status) {
     g.srv->set_channel(ex.conn_id, nullptr);
     if (peer_gone || !g.result) {
-        g.srv->engine.cancel(g.id);
+        for (const auto& c : g.choices) g.srv->engine.cancel(c.engine_id);
         g.channel->close();
+    } else {
+        g.cancel_all();  // one choice failed: the others still running stop
     }
     const auto reason = g.result && !peer_gone ? g.result->reason : finish_reason::cancelled;
     count_outcome(g.srv->metrics, reason);
@@ -332,8 +401,15 @@ asio::awaitable<bool> respond_aggregate(generation& g, http_exchange& ex) {
         api_error e{status::queue_full, {}, "response queue overflowed; request cancelled"};
         code = map_status(e.code).http_status;
         keep = co_await send_error(ex, e);
-    } else if (r.reason == finish_reason::stop || r.reason == finish_reason::length) {
-        std::string body = g.builder->final_response(r);
+    } else if (g.ok_end(r)) {
+        std::string body;
+        if (g.choices.size() == 1) {
+            body = g.choices.front().builder->final_response(r);
+        } else {
+            std::vector<std::string> finals;
+            for (auto& c : g.choices) finals.push_back(c.builder->final_response(*c.result));
+            body = combine_choices(finals, r.tokens);
+        }
         keep = co_await send_response(ex, 200, std::move(body));
     } else {
         auto e = finish_error(r);
@@ -379,15 +455,22 @@ asio::awaitable<bool> handle_generate(http_exchange& ex, api_kind kind) {
     g.rec.received_unix = ex.received_unix;
     g.rec.tokenize_s = tokenize_s;
     auto engine = g.req.target;
-    g.builder = std::make_unique<response_builder>(
-        kind, g.id, g.req.model, g.req.include_usage, g.req.gen.sampling, [engine](actors::token_id t) {
-            auto s = engine->decode({t});
-            return s ? std::move(*s) : std::string();
-        });
-    if (g.req.output.parses_output(kind)) {
-        const auto& o = g.req.output;
-        g.builder->parse_output(o.enable_thinking, !o.tools.empty() && o.tool_choice != tool_choice_kind::none);
+    for (std::int64_t i = 0; i < g.req.n; ++i) {
+        choice_state c;
+        c.engine_id = i == 0 ? g.id : g.id + "-" + std::to_string(i);
+        c.builder = std::make_unique<response_builder>(
+            kind, g.id, g.req.model, g.req.include_usage, g.req.gen.sampling, [engine](actors::token_id t) {
+                auto s = engine->decode({t});
+                return s ? std::move(*s) : std::string();
+            });
+        c.builder->set_choice_index(i);
+        if (g.req.output.parses_output(kind)) {
+            const auto& o = g.req.output;
+            c.builder->parse_output(o.enable_thinking, !o.tools.empty() && o.tool_choice != tool_choice_kind::none);
+        }
+        g.choices.push_back(std::move(c));
     }
+    g.forked = g.req.n == 1;
     auto submitted = g.req.target->submit(g.req.gen, std::make_shared<channel_sink>(g.channel, 0));
     if (!submitted) {
         srv.metrics.requests(metrics::outcome::rejected).inc();

@@ -132,7 +132,7 @@ std::string response_builder::parsed_chunk(const model::chat_delta& d, const std
     if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
     if (!d.content.empty()) delta["content"] = d.content;
     if (!d.tool_calls.empty()) delta["tool_calls"] = tool_call_deltas(d);
-    json::object choice{{"index", 0}, {"delta", std::move(delta)}};
+    json::object choice{{"index", index_}, {"delta", std::move(delta)}};
     if (logprobs_json) choice["logprobs"] = json::parse(*logprobs_json);
     else choice["logprobs"] = nullptr;
     if (finish.empty()) choice["finish_reason"] = nullptr;
@@ -172,7 +172,7 @@ std::string response_builder::logprobs_for(const actors::generated_token& t) {
 }
 
 std::string response_builder::chunk(std::string_view text, const std::string* logprobs_json, std::string_view finish) {
-    json::object choice{{"index", 0}};
+    json::object choice{{"index", index_}};
     if (kind_ == api_kind::chat) {
         json::object delta;
         if (!role_sent_) {
@@ -261,7 +261,7 @@ std::string response_builder::final_response(const actors::generation_result& r)
                               {"text_offset", std::move(lp_->text_offset)}};
         }
     }
-    json::object choice{{"index", 0}};
+    json::object choice{{"index", index_}};
     if (parser_) {
         absorb(parser_->push(r.tail_text));
         absorb(parser_->finish());
@@ -285,6 +285,20 @@ std::string response_builder::final_response(const actors::generation_result& r)
                      {"model", model_}};
     out["choices"] = json::array{std::move(choice)};
     out["usage"] = usage_json(r.tokens);
+    return json::serialize(out);
+}
+
+std::string combine_choices(const std::vector<std::string>& finals, const actors::usage& total) {
+    json::value first = json::parse(finals.front());
+    auto& out = first.as_object();
+    json::array choices;
+    choices.reserve(finals.size());
+    for (std::size_t i = 0; i < finals.size(); ++i) {
+        json::value v = i == 0 ? std::move(out["choices"]) : json::parse(finals[i]).as_object()["choices"];
+        for (auto& c : v.as_array()) choices.push_back(std::move(c));
+    }
+    out["choices"] = std::move(choices);
+    out["usage"] = usage_json(total);
     return json::serialize(out);
 }
 

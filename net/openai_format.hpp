@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "actors/engine.hpp"
 #include "model/chat/output.hpp"
@@ -42,6 +43,8 @@ public:
     void parse_output(bool reasoning, bool tools);
 
     const std::string& id() const { return id_; }
+    // Which of the request's `n` choices it builds (the choices' "index"; 0 by default).
+    void set_choice_index(std::int64_t index) { index_ = index; }
     // Streaming: the chunk JSON for one token (empty when the token released no text and
     // carries no logprobs); the first chat chunk carries the assistant role.
     std::string token_chunk(const actors::generated_token& t);
@@ -67,6 +70,7 @@ private:
     std::string id_;
     std::string model_;
     std::int64_t created_;
+    std::int64_t index_ = 0;
     bool include_usage_;
     bool logprobs_;
     bool role_sent_ = false;
@@ -77,5 +81,9 @@ private:
     std::unique_ptr<model::chat_output_parser> parser_;  // null: text passes through
     std::unique_ptr<parsed_message> parsed_;            // aggregate of the parser's deltas
 };
+
+// `n > 1`: one response object from the choices' final responses (each from its own
+// builder, in index order) with the request's usage.
+std::string combine_choices(const std::vector<std::string>& finals, const actors::usage& total);
 
 }  // namespace calserve::net

@@ -155,6 +155,12 @@ void ws_session::start_stream(pending_generate g, admission admitted, double tok
         return;
     }
     auto& req = std::get<api_request>(admitted);
+    if (req.n != 1) {
+        // One stream is one choice here; the HTTP API returns n choices in one response.
+        srv->metrics.requests(metrics::outcome::rejected).inc();
+        reply_error(id, field_error("n", "a WebSocket stream is one choice: ask for n > 1 on the HTTP API"));
+        return;
+    }
     const auto key = next_key++;
     ws_stream_state st;
     st.client_id = id;

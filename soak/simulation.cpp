@@ -433,8 +433,10 @@ void simulation::finish(double limit_s) {
         // the prefix cache's entries, whose index names only live entries.
         const auto& kv = e->kv_manager();
         if (!kv.pool().conserved()) violation("KV blocks not conserved at the end");
-        if (kv.pool().cached_sequences() != kv.cache().entries())
+        if (kv.pool().cached_sequences() != kv.cache().kept_entries())
             violation("cached KV holdings differ from the prefix cache's entries");
+        if (kv.cache().running_entries() != 0)
+            violation(std::to_string(kv.cache().running_entries()) + " running prefix cache entries outlive their sequences");
         if (!kv.cache().consistent()) violation("prefix cache index inconsistent at the end");
         report_.cache_hit_tokens += std::uint64_t(kv.cache_hits());
         report_.device_resets += e->device_resets();

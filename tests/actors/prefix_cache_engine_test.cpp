@@ -148,3 +148,83 @@ TEST_CASE("prefix cache: a failed copy falls back to a full prefill with the sam
     CHECK(second.cached == 0);
     CHECK(h.engine->device_resets() == 0);
 }
+
+namespace {
+// What the HTTP API does for `n` choices (net/generate_http.cpp): choice 0 first; the
+// others once it has a token, so its prompt's KV is on the device and indexed as a
+// running entry; choice i seeded with seed + i.
+std::vector<outcome> choices(engine_harness& h, const std::vector<token_id>& prompt, int n, std::int64_t max_tokens) {
+    std::vector<std::shared_ptr<recording_sink>> sinks;
+    for (int i = 0; i < n; ++i) sinks.push_back(std::make_shared<recording_sink>());
+    auto request = [&](int i) {
+        auto r = seeded(h, "choice" + std::to_string(i), prompt, max_tokens);
+        r.sampling.seed = *r.sampling.seed + std::uint64_t(i);
+        return r;
+    };
+    REQUIRE(h.engine->submit(request(0), sinks[0]).ok());
+    h.rt.run_until_idle();
+    while (sinks[0]->tokens.empty() && sinks[0]->finishes == 0 && h.rt.advance_to_next_timer()) h.rt.run_until_idle();
+    REQUIRE(!sinks[0]->tokens.empty());
+    for (int i = 1; i < n; ++i) REQUIRE(h.engine->submit(request(i), sinks[std::size_t(i)]).ok());
+    h.run_until_done();
+    std::vector<outcome> out;
+    for (auto& s : sinks) {
+        REQUIRE(s->finishes == 1);
+        out.push_back({s->tokens, s->result.tokens.cached_tokens, s->result.reason});
+    }
+    return out;
+}
+}  // namespace
+
+TEST_CASE("prefix cache: n choices copy the first choice's running prompt and equal their solo runs",
+          "[engine][prefix_cache]") {
+    auto prompt = calserve::test::random_prompt(91, 150);
+    engine_harness cold({"runtime.prefix_cache=false"});
+    std::vector<outcome> solo;
+    for (int i = 0; i < 4; ++i) {
+        auto r = seeded(cold, "solo" + std::to_string(i), prompt, 12);
+        r.sampling.seed = *r.sampling.seed + std::uint64_t(i);
+        solo.push_back(serve(cold, std::move(r)));
+    }
+    engine_harness warm;
+    auto forked = choices(warm, prompt, 4, 12);
+    for (std::size_t i = 0; i < forked.size(); ++i) {
+        INFO("choice " << i);
+        CHECK(forked[i].tokens == solo[i].tokens);
+        CHECK(forked[i].reason == finish_reason::length);
+        // Choice 0 prefilled the prompt; the others copied its two whole blocks while it ran.
+        CHECK(forked[i].cached == (i == 0 ? 0 : 128));
+    }
+    CHECK(solo[1].tokens != solo[0].tokens);  // the seeds differ, so do the choices
+    const auto& kv = warm.engine->kv_manager();
+    CHECK(kv.pool().reserved_blocks() == 0);
+    CHECK(kv.cache().running_entries() == 0);
+    CHECK(kv.cache().consistent());
+    CHECK(warm.rt.failures().empty());
+}
+
+TEST_CASE("prefix cache: concurrent requests share a running prompt; a reset mid-run stays exact",
+          "[engine][prefix_cache]") {
+    auto prompt = calserve::test::random_prompt(92, 200);
+    const auto expected = calserve::test::reference_greedy(calserve::test::tiny_model_dir(), prompt, 10);
+    engine_harness h;
+    auto first = std::make_shared<recording_sink>();
+    REQUIRE(h.engine->submit(h.greedy("a", prompt, 10), first).ok());
+    h.rt.run_until_idle();
+    while (first->tokens.empty() && h.rt.advance_to_next_timer()) h.rt.run_until_idle();
+    // A reset while "a" runs drops its running entry with everything else.
+    device::fault_spec once;
+    once.point = device::fault_point::ccu_exception;
+    once.mode = device::arm_mode::once;
+    REQUIRE(h.engine->faults()->arm(once).ok());
+    auto second = std::make_shared<recording_sink>();
+    REQUIRE(h.engine->submit(h.greedy("b", prompt, 10), second).ok());
+    h.run_until_done();
+    CHECK(first->tokens == expected);
+    CHECK(second->tokens == expected);
+    CHECK(h.engine->device_resets() >= 1);
+    const auto& kv = h.engine->kv_manager();
+    CHECK(kv.pool().reserved_blocks() == 0);
+    CHECK(kv.cache().running_entries() == 0);
+    CHECK(kv.cache().consistent());
+}

@@ -6,6 +6,7 @@
 
 #include <numeric>
 #include <random>
+#include <set>
 
 #include "actors/prefix_cache.hpp"
 
@@ -98,10 +99,37 @@ TEST_CASE("prefix cache: an entry that is a prefix of a new one is redundant, an
     CHECK(c.consistent());
 }
 
+TEST_CASE("prefix cache: a running sequence's entry is hit but never evicted, freed or returned by clear",
+          "[actors][prefix_cache]") {
+    prefix_cache c(4);
+    CHECK(c.insert(1, k_scope, run(0, 8)).empty());  // kept (a finished sequence)
+    // 2 runs and extends 1: 1 is freed; 2 only joins the index.
+    CHECK(c.insert(2, k_scope, run(0, 12), /*running=*/true) == std::vector<sequence_id>{1});
+    CHECK(c.running(2));
+    CHECK(c.running_entries() == 1);
+    CHECK(c.kept_entries() == 0);
+    auto hit = c.lookup(k_scope, run(0, 13), 12);
+    REQUIRE(hit);
+    CHECK(hit->source == 2);
+    CHECK(hit->tokens == 12);
+    CHECK_FALSE(c.evict_lru());  // nothing of its own to give back
+    // A finished sequence extending the running one: the running entry leaves the index
+    // but is not returned (its KV is its sequence's).
+    CHECK(c.insert(3, k_scope, run(0, 16)).empty());
+    CHECK_FALSE(c.contains(2));
+    CHECK(c.running_entries() == 0);
+    CHECK(c.insert(4, k_scope, run(100, 4), true).empty());
+    CHECK(c.clear() == std::vector<sequence_id>{3});  // 4 is dropped, not handed back
+    CHECK(c.entries() == 0);
+    CHECK(c.running_entries() == 0);
+    CHECK(c.consistent());
+}
+
 TEST_CASE("prefix cache: the index stays consistent through a random workload", "[actors][prefix_cache]") {
     std::mt19937 rng(11);
     prefix_cache c(8);
     sequence_id next = 1;
+    std::set<sequence_id> running_ids;  // running entries: never handed back to be freed
     // Prompts built from a few shared stems so prefixes overlap often.
     std::vector<std::vector<prefix_cache::token>> stems{run(0, 40), run(1000, 24), run(2000, 64)};
     for (int step = 0; step < 2000; ++step) {
@@ -110,7 +138,12 @@ TEST_CASE("prefix cache: the index stays consistent through a random workload", 
         tokens.resize(std::uniform_int_distribution<std::size_t>(1, tokens.size())(rng));
         for (int i = 0, extra = int(rng() % 20); i < extra; ++i) tokens.push_back(std::int32_t(rng() % 50));
         if (action < 5) {
-            c.insert(next++, k_scope, tokens);
+            const bool running = action == 0;
+            for (auto r : c.insert(next, k_scope, tokens, running)) REQUIRE_FALSE(running_ids.contains(r));
+            if (running && c.contains(next)) running_ids.insert(next);
+            ++next;
+            std::erase_if(running_ids, [&](sequence_id id) { return !c.contains(id); });
+            REQUIRE(c.running_entries() == running_ids.size());
         } else if (action < 8) {
             auto hit = c.lookup(k_scope, tokens, std::int64_t(tokens.size()) - 1);
             if (hit) {
@@ -118,8 +151,8 @@ TEST_CASE("prefix cache: the index stays consistent through a random workload", 
                 REQUIRE(hit->tokens <= std::int64_t(tokens.size()) - 1);
                 REQUIRE(c.contains(hit->source));
             }
-        } else {
-            (void)c.evict_lru();
+        } else if (auto gone = c.evict_lru()) {
+            REQUIRE_FALSE(c.contains(*gone));
         }
         REQUIRE(c.consistent());
     }

@@ -2,6 +2,8 @@
 // status mapping, auth, drain, disconnect -> cancel.
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <set>
+#include <map>
 #include <fstream>
 #include <unistd.h>
 
@@ -113,6 +115,65 @@ TEST_CASE("Non-streaming completion and chat responses aggregate with usage") {
     CHECK(sub[1].max_tokens == 2);
 }
 
+TEST_CASE("n choices: every index streams and aggregates, usage sums, each choice has its own seed") {
+    server_fixture f;
+    auto r = post(f.port, "/v1/completions",
+                  R"({"prompt":[1,2,3],"max_tokens":4,"n":3,"seed":40,"stream":true,
+                      "stream_options":{"include_usage":true}})");
+    REQUIRE(r.result_int() == 200);
+    auto events = sse_events(r.body());
+    REQUIRE(events.has_value());
+    CHECK(events->back() == "[DONE]");
+    std::map<std::int64_t, std::string> text, finish;
+    std::set<std::string> ids;
+    for (std::size_t i = 0; i + 2 < events->size(); ++i) {
+        auto c = parse_obj((*events)[i]);
+        ids.insert(std::string(c.at("id").as_string()));
+        auto& choice = c.at("choices").as_array().at(0).as_object();
+        const auto index = choice.at("index").as_int64();
+        text[index] += choice.at("text").as_string();
+        if (!choice.at("finish_reason").is_null()) finish[index] = std::string(choice.at("finish_reason").as_string());
+    }
+    CHECK(ids.size() == 1);  // one response id for every choice
+    CHECK(text == std::map<std::int64_t, std::string>{{0, "abcd"}, {1, "abcd"}, {2, "abcd"}});
+    CHECK(finish.size() == 3);
+    auto usage = parse_obj((*events)[events->size() - 2]).at("usage");
+    CHECK(usage.at("prompt_tokens") == 3);  // the prompt once
+    CHECK(usage.at("completion_tokens") == 12);
+    auto sub = f.engine.submitted();
+    REQUIRE(sub.size() == 3);
+    std::set<std::uint64_t> seeds;
+    for (const auto& s : sub) seeds.insert(s.sampling.seed.value_or(0));
+    CHECK(seeds == std::set<std::uint64_t>{40, 41, 42});
+    CHECK(sub[1].id == sub[0].id + "-1");
+
+    auto c = post(f.port, "/v1/chat/completions",
+                  R"({"messages":[{"role":"user","content":"x"}],"max_tokens":2,"n":2})");
+    REQUIRE(c.result_int() == 200);
+    auto co = parse_obj(c.body());
+    const auto& choices = co.at("choices").as_array();
+    REQUIRE(choices.size() == 2);
+    for (std::int64_t i = 0; i < 2; ++i) {
+        CHECK(choices[std::size_t(i)].at("index") == i);
+        CHECK(choices[std::size_t(i)].at("message").at("content") == "ab");
+        CHECK(choices[std::size_t(i)].at("finish_reason") == "length");
+    }
+    CHECK(co.at("usage").at("completion_tokens") == 4);
+}
+
+TEST_CASE("n choices: a failing choice fails the request and cancels the others") {
+    server_fixture f;
+    f.engine.final_reason = actors::finish_reason::error;
+    f.engine.final_failure = error_info{status::ccu_exception, "injected"};
+    f.engine.token_delay = std::chrono::milliseconds(20);  // choice 1 is still running when choice 0 fails
+    auto r = post(f.port, "/v1/completions", R"({"prompt":"x","max_tokens":3,"n":2})");
+    CHECK(r.result_int() >= 500);
+    CHECK(error_code_of(r) == "ccu_exception");
+    REQUIRE(f.engine.submitted().size() == 2);
+    const auto cancels = f.engine.cancels();
+    CHECK(std::find(cancels.begin(), cancels.end(), f.engine.submitted()[1].id) != cancels.end());
+}
+
 TEST_CASE("Every parameter validation error names its field") {
     server_fixture f;
     struct bad {
@@ -148,7 +209,8 @@ TEST_CASE("Every parameter validation error names its field") {
         {"/v1/completions", R"({"prompt":"x","logit_bias":{"5":101}})", "logit_bias.5"},
         {"/v1/completions", R"({"prompt":"x","logit_bias":[1]})", "logit_bias"},
         {"/v1/completions", R"({"prompt":"x","ignore_eos":1})", "ignore_eos"},
-        {"/v1/completions", R"({"prompt":"x","n":2})", "n"},
+        {"/v1/completions", R"({"prompt":"x","n":0})", "n"},
+        {"/v1/completions", R"({"prompt":"x","n":17})", "n"},
         {"/v1/completions", R"({"prompt":"x","stream":"yes"})", "stream"},
         {"/v1/completions", R"({"prompt":"x","stream_options":{"include_usage":true}})", "stream_options"},
         {"/v1/completions", R"({"prompt":"x","stream":true,"stream_options":{"include_usage":1}})",
