@@ -42,7 +42,8 @@ bool kv_manager_actor::try_grant(kv_reserve& m) {
     const bool lookup = cache_options_.enabled && m.prefix && !m.prefix->empty();
     std::optional<prefix_cache::hit> hit;
     // At least the last prompt token is prefilled: its logits give the first token.
-    if (lookup) hit = cache_.lookup(m.scope, *m.prefix, std::int64_t(m.prefix->size()) - 1);
+    std::vector<cache_key> chain;  // the prompt's keys hashed by the lookup: its share reuses them
+    if (lookup) hit = cache_.lookup(m.scope, *m.prefix, std::int64_t(m.prefix->size()) - 1, &chain);
     const std::int64_t need = pool_.blocks_for(m.tokens);
     if (!pool_.try_reserve(m.seq, m.tokens)) {
         if (!make_room(need, hit ? hit->source : 0)) {
@@ -55,6 +56,7 @@ bool kv_manager_actor::try_grant(kv_reserve& m) {
     if (!plan) return false;
     kv_grant grant{m.seq, pool_.commit(*plan)};
     if (grant.outcome && lookup) {
+        if (!chain.empty()) prompt_keys_[m.seq] = std::move(chain);
         if (metrics_) metrics_->prefix_cache_queries.inc(double(m.prefix->size()));
         if (hit) {
             // Before the grant: any later free of the entry reaches the device after the copy.
@@ -140,6 +142,7 @@ void kv_manager_actor::on_reserve(kv_reserve& m) {
 void kv_manager_actor::on_grow(kv_grow& m) {
     if (m.preempt != 0) {
         if (cache_.running(m.preempt)) cache_.erase(m.preempt);  // its KV goes to the grower
+        prompt_keys_.erase(m.preempt);
         pool_.release(m.preempt);
     }
     if (pool_.holds(m.seq) && !pool_.try_grow(m.seq, m.tokens))
@@ -167,11 +170,13 @@ void kv_manager_actor::on_release(const kv_release& m) {
         }
     }
     if (cache_options_.enabled) {
-        // Its running entry ends with it (the valid part may now be kept, below).
-        if (cache_.running(m.seq)) cache_.erase(m.seq);
+        prompt_keys_.erase(m.seq);
         // With the cache on, the KvManager frees released sequences on the device itself,
-        // after any copy it sent from them.
-        if (!cache_on_release(m) && pool_.holds(m.seq)) {
+        // after any copy it sent from them. A running entry is kept (promoted) with the
+        // valid KV, or ends with its sequence.
+        const bool kept = cache_on_release(m);
+        if (!kept && cache_.running(m.seq)) cache_.erase(m.seq);
+        if (!kept && pool_.holds(m.seq)) {
             pool_.release(m.seq);
             (void)device_.tell(da_kv_free{m.seq}, id());
         }
@@ -199,8 +204,13 @@ void kv_manager_actor::on_share(const kv_share& m) {
     const std::int64_t block = cache_.block_tokens();
     const std::int64_t whole = std::int64_t(m.tokens->size()) / block * block;
     if (whole == 0) return;
+    std::vector<cache_key> known;
+    if (auto k = prompt_keys_.find(m.seq); k != prompt_keys_.end()) {
+        known = std::move(k->second);
+        prompt_keys_.erase(k);
+    }
     auto freed = cache_.insert(m.seq, m.scope, std::vector<prefix_cache::token>(m.tokens->begin(), m.tokens->begin() + whole),
-                               /*running=*/true);
+                               /*running=*/true, known);
     for (auto r : freed) {
         if (r == m.seq) continue;  // an equal entry exists: nothing to add
         pool_.release(r);

@@ -43,24 +43,47 @@ std::vector<cache_key> prefix_cache::keys(const cache_key& scope, std::span<cons
 }
 
 std::optional<prefix_cache::hit> prefix_cache::lookup(const cache_key& scope, std::span<const token> tokens,
-                                                      std::int64_t limit) {
+                                                      std::int64_t limit, std::vector<cache_key>* chain_out) {
     if (entries_.empty()) return std::nullopt;
     // Keys name whole prefixes and every entry indexes all of its blocks, so the cached
-    // blocks of a prompt are a prefix of its chain: walk it and stop at the first miss.
+    // blocks of a prompt are a prefix of its chain: "block b's key is indexed" holds up to
+    // the longest match and not after. The keys are chained (one hash per block, in order);
+    // the index is probed at blocks 0, 1, 3, 7, ... until a probe misses, then the longest
+    // match is found by bisection between the last hit and that miss: O(log n) probes of
+    // a table much larger than the cache lines, against one hash per block. (A key indexed
+    // by a collision can only make the final token comparison fail: a miss.)
     const std::int64_t blocks = std::min<std::int64_t>(limit, std::int64_t(tokens.size())) / block_tokens_;
-    cache_key key = scope;
-    const boost::container::small_vector<sequence_id, 2>* holders = nullptr;
-    std::int64_t matched = 0;
-    for (std::int64_t b = 0; b < blocks; ++b) {
-        key = next_key(key, tokens.subspan(std::size_t(b * block_tokens_), std::size_t(block_tokens_)));
-        auto it = index_.find(key);
-        if (it == index_.end()) break;
-        holders = &it->second;
-        matched = b + 1;
+    if (blocks == 0) return std::nullopt;
+    std::vector<cache_key> own;
+    auto& chain = chain_out ? *chain_out : own;
+    chain.clear();
+    chain.reserve(std::size_t(blocks));
+    auto key_of = [&](std::int64_t b) -> const cache_key& {
+        while (std::int64_t(chain.size()) <= b) {
+            const auto i = std::int64_t(chain.size());
+            chain.push_back(next_key(i == 0 ? scope : chain.back(),
+                                     tokens.subspan(std::size_t(i * block_tokens_), std::size_t(block_tokens_))));
+        }
+        return chain[std::size_t(b)];
+    };
+    auto indexed = [&](std::int64_t b) { return index_.find(key_of(b)); };
+    std::int64_t hit_at = -1;    // longest block known indexed
+    std::int64_t miss_at = blocks;  // shortest block known not indexed (or past the end)
+    for (std::int64_t probe = 0; probe < blocks; probe = probe * 2 + 1) {
+        if (indexed(probe) == index_.end()) {
+            miss_at = probe;
+            break;
+        }
+        hit_at = probe;
     }
-    if (!holders) return std::nullopt;
-    const std::int64_t n = matched * block_tokens_;
-    for (auto source = holders->rbegin(); source != holders->rend(); ++source) {
+    if (hit_at < 0) return std::nullopt;
+    while (miss_at - hit_at > 1) {
+        const std::int64_t mid = hit_at + (miss_at - hit_at) / 2;
+        (indexed(mid) == index_.end() ? miss_at : hit_at) = mid;
+    }
+    const auto& holders = indexed(hit_at)->second;
+    const std::int64_t n = (hit_at + 1) * block_tokens_;
+    for (auto source = holders.rbegin(); source != holders.rend(); ++source) {
         entry& e = entries_.at(*source);
         // The tokens are compared too: a key collision can only miss, never serve wrong KV.
         if (e.scope == scope && std::memcmp(e.tokens.data(), tokens.data(), std::size_t(n) * sizeof(token)) == 0) {
@@ -71,35 +94,65 @@ std::optional<prefix_cache::hit> prefix_cache::lookup(const cache_key& scope, st
     return std::nullopt;
 }
 
-std::vector<sequence_id> prefix_cache::insert(sequence_id seq, const cache_key& scope, std::vector<token> tokens,
-                                              bool running) {
-    std::vector<sequence_id> redundant;
-    const auto blocks = std::int64_t(tokens.size()) / block_tokens_;
-    if (blocks == 0 || entries_.contains(seq)) return {seq};
-    tokens.resize(std::size_t(blocks * block_tokens_));
-    auto chain = keys(scope, tokens, blocks);
-    // An entry that already holds all of it makes this one redundant.
-    if (auto it = index_.find(chain.back()); it != index_.end()) {
-        for (auto other : it->second) {
-            const entry& o = entries_.at(other);
-            if (o.scope == scope && std::equal(tokens.begin(), tokens.end(), o.tokens.begin())) {
-                touch(entries_.at(other));
-                return {seq};
-            }
+std::vector<cache_key> prefix_cache::chain_of(const cache_key& scope, std::span<const token> tokens,
+                                              std::int64_t blocks, std::span<const cache_key> known) const {
+    std::vector<cache_key> chain(known.begin(), known.begin() + std::min<std::int64_t>(std::int64_t(known.size()), blocks));
+    chain.reserve(std::size_t(blocks));
+    for (auto b = std::int64_t(chain.size()); b < blocks; ++b)
+        chain.push_back(next_key(b == 0 ? scope : chain.back(),
+                                 tokens.subspan(std::size_t(b * block_tokens_), std::size_t(block_tokens_))));
+    return chain;
+}
+
+bool prefix_cache::held_elsewhere(sequence_id seq, const cache_key& scope, std::span<const token> tokens,
+                                  const cache_key& last) {
+    auto it = index_.find(last);
+    if (it == index_.end()) return false;
+    for (auto other : it->second) {
+        if (other == seq) continue;
+        entry& o = entries_.at(other);
+        if (o.scope == scope && o.tokens.size() >= tokens.size() && std::equal(tokens.begin(), tokens.end(), o.tokens.begin())) {
+            touch(o);
+            return true;
         }
     }
-    // Entries whose whole run is a prefix of this one are redundant.
-    for (const auto& k : chain) {
+    return false;
+}
+
+std::vector<sequence_id> prefix_cache::prefixes_of(sequence_id seq, const cache_key& scope, std::span<const token> tokens,
+                                                   std::span<const cache_key> keys) const {
+    std::vector<sequence_id> out;
+    for (const auto& k : keys) {
         auto it = index_.find(k);
         if (it == index_.end()) continue;
         for (auto other : it->second) {
             const entry& o = entries_.at(other);
-            if (o.keys.back() == k && o.scope == scope &&
+            if (other != seq && o.keys.back() == k && o.scope == scope && o.tokens.size() <= tokens.size() &&
                 std::equal(o.tokens.begin(), o.tokens.end(), tokens.begin()))
-                redundant.push_back(other);
+                out.push_back(other);
         }
     }
-    // A running entry's KV is its sequence's: it only leaves the index.
+    return out;
+}
+
+std::vector<sequence_id> prefix_cache::insert(sequence_id seq, const cache_key& scope, std::vector<token> tokens,
+                                              bool running, std::span<const cache_key> known) {
+    const auto blocks = std::int64_t(tokens.size()) / block_tokens_;
+    if (blocks == 0) return {seq};
+    tokens.resize(std::size_t(blocks * block_tokens_));
+    if (auto it = entries_.find(seq); it != entries_.end()) {
+        const entry& e = it->second;
+        if (running || !e.running || e.scope != scope || e.tokens.size() > tokens.size() ||
+            !std::equal(e.tokens.begin(), e.tokens.end(), tokens.begin()))
+            return {seq};
+        return promote(seq, std::move(tokens));
+    }
+    auto chain = chain_of(scope, tokens, blocks, known);
+    // An entry that already holds all of it makes this one redundant.
+    if (held_elsewhere(seq, scope, tokens, chain.back())) return {seq};
+    // Entries whose whole run is a prefix of this one are redundant; a running entry's KV
+    // is its sequence's: it only leaves the index.
+    auto redundant = prefixes_of(seq, scope, tokens, chain);
     std::erase_if(redundant, [this](sequence_id r) {
         const bool owned_elsewhere = entries_.at(r).running;
         erase(r);
@@ -109,6 +162,33 @@ std::vector<sequence_id> prefix_cache::insert(sequence_id seq, const cache_key& 
     for (const auto& k : e.keys) index_[k].push_back(seq);
     entries_.emplace(seq, std::move(e));
     if (running) ++running_;
+    return redundant;
+}
+
+// A running entry becomes kept, extended to `tokens` (which start with its own): its keys
+// stay indexed; only the blocks after them are hashed, checked and indexed.
+std::vector<sequence_id> prefix_cache::promote(sequence_id seq, std::vector<token> tokens) {
+    entry& e = entries_.at(seq);
+    const auto old_blocks = e.keys.size();
+    auto chain = chain_of(e.scope, tokens, std::int64_t(tokens.size()) / block_tokens_, e.keys);
+    const std::span<const cache_key> added(chain.begin() + std::ptrdiff_t(old_blocks), chain.end());
+    if (held_elsewhere(seq, e.scope, tokens, chain.back())) {
+        erase(seq);
+        return {seq};
+    }
+    auto redundant = prefixes_of(seq, e.scope, tokens, added);
+    std::erase_if(redundant, [this](sequence_id r) {
+        const bool owned_elsewhere = entries_.at(r).running;
+        erase(r);
+        return owned_elsewhere;
+    });
+    entry& kept = entries_.at(seq);  // still there: only other entries were erased
+    for (const auto& k : added) index_[k].push_back(seq);
+    kept.keys = std::move(chain);
+    kept.tokens = std::move(tokens);
+    kept.running = false;
+    --running_;
+    touch(kept);
     return redundant;
 }
 

@@ -73,15 +73,21 @@ public:
     };
     // The longest cached prefix of `tokens` of at most `limit` tokens (whole blocks);
     // marks the entry used. Nothing when no block matches.
-    std::optional<hit> lookup(const cache_key& scope, std::span<const token> tokens, std::int64_t limit);
+    // `chain` (optional) receives the keys of the blocks it hashed (a prefix of the
+    // prompt's chain), for the insert of the same tokens later (no second hash).
+    std::optional<hit> lookup(const cache_key& scope, std::span<const token> tokens, std::int64_t limit,
+                              std::vector<cache_key>* chain = nullptr);
 
     // `seq`'s device KV holding `tokens` (a whole number of blocks, > 0) becomes an
     // entry. Returns entries made redundant by it (a prefix of it): the caller frees
     // them. An entry equal to an existing one is not added: it is returned itself.
     // `running`: the sequence still runs and owns its KV (see above); redundant running
-    // entries leave the index but are never returned.
+    // entries leave the index but are never returned. `known`: keys of its first blocks
+    // already computed (from lookup), so only the rest are hashed. A kept insert of a
+    // sequence whose running entry it extends promotes that entry in place: only the
+    // new blocks are hashed and indexed.
     std::vector<sequence_id> insert(sequence_id seq, const cache_key& scope, std::vector<token> tokens,
-                                    bool running = false);
+                                    bool running = false, std::span<const cache_key> known = {});
 
     // The least recently used kept (not running) entry other than `keep`, removed;
     // nothing when none.
@@ -112,6 +118,15 @@ private:
         bool running = false;                   // a running sequence's prompt: never evicted or freed here
     };
     void unindex(sequence_id seq, const entry& e);
+    // Keys of the first `blocks` blocks of `tokens`, starting from `known` ones.
+    std::vector<cache_key> chain_of(const cache_key& scope, std::span<const token> tokens, std::int64_t blocks,
+                                    std::span<const cache_key> known) const;
+    // Entries (other than `seq`) holding exactly the tokens up to one of `keys`: a prefix of `tokens`.
+    std::vector<sequence_id> prefixes_of(sequence_id seq, const cache_key& scope, std::span<const token> tokens,
+                                         std::span<const cache_key> keys) const;
+    // Another entry holds all of `tokens` (ending at key `last`): marks it used.
+    bool held_elsewhere(sequence_id seq, const cache_key& scope, std::span<const token> tokens, const cache_key& last);
+    std::vector<sequence_id> promote(sequence_id seq, std::vector<token> tokens);
     void touch(entry& e);
 
     std::int64_t block_tokens_;

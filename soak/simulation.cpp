@@ -435,6 +435,7 @@ void simulation::finish(double limit_s) {
         if (!kv.pool().conserved()) violation("KV blocks not conserved at the end");
         if (kv.pool().cached_sequences() != kv.cache().kept_entries())
             violation("cached KV holdings differ from the prefix cache's entries");
+        if (kv.keys_held() != 0) violation(std::to_string(kv.keys_held()) + " prompt key chains outlive their sequences");
         if (kv.cache().running_entries() != 0)
             violation(std::to_string(kv.cache().running_entries()) + " running prefix cache entries outlive their sequences");
         if (!kv.cache().consistent()) violation("prefix cache index inconsistent at the end");

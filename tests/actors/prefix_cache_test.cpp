@@ -4,6 +4,7 @@
 // consistency after every step of a random workload.
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <numeric>
 #include <random>
 #include <set>
@@ -125,11 +126,49 @@ TEST_CASE("prefix cache: a running sequence's entry is hit but never evicted, fr
     CHECK(c.consistent());
 }
 
+TEST_CASE("prefix cache: a released running entry is promoted in place; lookup keys serve the insert",
+          "[actors][prefix_cache]") {
+    prefix_cache c(4);
+    auto prompt = run(0, 13);
+    std::vector<cache_key> chain;
+    CHECK_FALSE(c.lookup(k_scope, prompt, 12, &chain));  // empty cache: nothing hashed
+    CHECK(c.insert(9, k_scope, run(500, 8)).empty());
+    CHECK_FALSE(c.lookup(k_scope, prompt, 12, &chain));
+    CHECK(chain.size() == 1);  // a miss at the first block stops there
+    CHECK(chain == c.keys(k_scope, prompt, 1));
+    // The share reuses the key it has and hashes the rest.
+    CHECK(c.insert(1, k_scope, prompt, true, chain).empty());
+    CHECK(c.running(1));
+    CHECK(c.tokens_of(1) == 12);
+    // Its release with 8 generated tokens: the same entry, kept, 20 tokens (5 blocks).
+    auto all = prompt;
+    for (int i = 0; i < 8; ++i) all.push_back(900 + i);
+    CHECK(c.insert(1, k_scope, all).empty());
+    CHECK_FALSE(c.running(1));
+    CHECK(c.tokens_of(1) == 20);
+    CHECK(c.kept_entries() == 2);
+    auto hit = c.lookup(k_scope, all, 20);
+    REQUIRE(hit);
+    CHECK(hit->tokens == 20);
+    CHECK(c.consistent());
+    // A prompt another entry already holds is not indexed again.
+    CHECK(c.insert(2, k_scope, run(0, 8), true) == std::vector<sequence_id>{2});
+    // A running entry that a longer one covers leaves the index; its release then finds
+    // the longer entry holding everything and is not kept.
+    CHECK(c.insert(3, k_scope, run(300, 8), true).empty());
+    CHECK(c.insert(4, k_scope, run(300, 16)).empty());
+    CHECK_FALSE(c.contains(3));
+    CHECK(c.insert(3, k_scope, run(300, 12)) == std::vector<sequence_id>{3});
+    CHECK(c.running_entries() == 0);
+    CHECK(c.consistent());
+}
+
 TEST_CASE("prefix cache: the index stays consistent through a random workload", "[actors][prefix_cache]") {
     std::mt19937 rng(11);
     prefix_cache c(8);
     sequence_id next = 1;
     std::set<sequence_id> running_ids;  // running entries: never handed back to be freed
+    std::map<sequence_id, std::vector<prefix_cache::token>> running_tokens;
     // Prompts built from a few shared stems so prefixes overlap often.
     std::vector<std::vector<prefix_cache::token>> stems{run(0, 40), run(1000, 24), run(2000, 64)};
     for (int step = 0; step < 2000; ++step) {
@@ -140,7 +179,10 @@ TEST_CASE("prefix cache: the index stays consistent through a random workload", 
         if (action < 5) {
             const bool running = action == 0;
             for (auto r : c.insert(next, k_scope, tokens, running)) REQUIRE_FALSE(running_ids.contains(r));
-            if (running && c.contains(next)) running_ids.insert(next);
+            if (running && c.contains(next)) {
+                running_ids.insert(next);
+                running_tokens[next] = tokens;
+            }
             ++next;
             std::erase_if(running_ids, [&](sequence_id id) { return !c.contains(id); });
             REQUIRE(c.running_entries() == running_ids.size());
@@ -150,6 +192,23 @@ TEST_CASE("prefix cache: the index stays consistent through a random workload", 
                 REQUIRE(hit->tokens % 8 == 0);
                 REQUIRE(hit->tokens <= std::int64_t(tokens.size()) - 1);
                 REQUIRE(c.contains(hit->source));
+            }
+        } else if (action == 9 && !running_ids.empty()) {
+            // A running sequence ends: its entry is promoted with more tokens (or dropped when
+            // another entry holds them all); with tokens that do not extend it, it is refused.
+            const auto id = *running_ids.begin();
+            running_ids.erase(running_ids.begin());
+            auto grown = running_tokens.at(id);
+            const bool extends = rng() % 2 == 0;
+            if (!extends) grown.assign(grown.size(), 77);
+            for (int i = 0, extra = int(rng() % 20); i < extra; ++i) grown.push_back(std::int32_t(rng() % 50));
+            const auto r = c.insert(id, k_scope, grown);
+            if (extends) {
+                REQUIRE((c.contains(id) ? !c.running(id) : r == std::vector<sequence_id>{id}));
+            } else {
+                REQUIRE(r == std::vector<sequence_id>{id});
+                REQUIRE(c.running(id));
+                c.erase(id);  // it ends with its sequence
             }
         } else if (auto gone = c.evict_lru()) {
             REQUIRE_FALSE(c.contains(*gone));

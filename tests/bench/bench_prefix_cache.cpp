@@ -69,3 +69,35 @@ void BM_prefix_cache_insert(benchmark::State& state) {
 BENCHMARK(BM_prefix_cache_insert)->Arg(1024)->Arg(32768)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
+
+namespace {
+// One request's whole cost, as the KvManager pays it: the lookup at its grant (a turn of a
+// cached conversation: history + 256 new tokens), the share of its prompt once prefilled
+// (a running entry, reusing the lookup's keys; the history's entry becomes redundant) and
+// the promotion at release with 64 generated tokens. Restoring the cache between
+// iterations is not timed.
+void BM_prefix_cache_request(benchmark::State& state) {
+    const auto n = std::size_t(state.range(0));
+    prefix_cache c(64);
+    populate(c, 1024);
+    const auto scope = cache_scope("pkg", "");
+    auto history = random_run(n, 7);
+    auto prompt = history;
+    prompt.resize(n + 256, 5);
+    auto all = prompt;
+    all.resize(prompt.size() + 64, 6);
+    std::vector<cache_key> chain;
+    c.insert(1, scope, history);
+    for (auto _ : state) {
+        auto hit = c.lookup(scope, prompt, std::int64_t(prompt.size()) - 1, &chain);
+        benchmark::DoNotOptimize(hit);
+        benchmark::DoNotOptimize(c.insert(2, scope, prompt, /*running=*/true, chain));
+        benchmark::DoNotOptimize(c.insert(2, scope, all));
+        state.PauseTiming();
+        c.erase(2);
+        c.insert(1, scope, history);
+        state.ResumeTiming();
+    }
+}
+BENCHMARK(BM_prefix_cache_request)->Arg(1024)->Arg(8192)->Arg(32768)->Unit(benchmark::kMicrosecond);
+}  // namespace
