@@ -74,9 +74,37 @@ void chip_session_actor::on(cs_run& m) {
     job->rows = std::move(m.rows);
     job->prefill = m.prefill;
     job->logits = std::move(s.spare);
+    if (m.chain) chain_to_other(*job);
     s.job = job;
     s.started_ns = rt().now().count();
     (void)device_.tell(da_execute{job, 0}, id());
+}
+
+// The other slot's decode job, if the device has not finished it yet, is this job's chain
+// source: its rows that are rows here take their token from its draw. Once it is done
+// its draws are already on the rows' sequences (on(cs_job_done)) and nothing chains.
+void chip_session_actor::chain_to_other(job_context& job) {
+    const auto& other = slots_[1 - device::index_of(job.slot)];
+    if (!other.job || other.job->prefill) return;
+    if (!other.life.is(slot_state::filling) && !other.life.is(slot_state::submitted)) return;
+    job.chain_rows.assign(job.rows.size(), -1);
+    for (std::size_t r = 0; r < job.rows.size(); ++r)
+        for (std::size_t o = 0; o < other.job->rows.size(); ++o)
+            if (other.job->rows[o] == job.rows[r]) job.chain_rows[r] = int(o);
+    if (job.chained()) job.chain_from = other.job;
+}
+
+// The head's draws become the rows' tokens here, in completion order, so a row that is
+// also in the next (chained) job already has this token when that job's draw arrives.
+void chip_session_actor::apply_draws(job_context& job) {
+    job.picks.assign(job.rows.size(), make_error(status::internal, "row not sampled"));
+    for (std::size_t r = 0; r < job.rows.size() && r < job.drawn_tokens.size(); ++r) {
+        if (r >= job.drawn.size() || !job.drawn[r]) continue;
+        auto& seq = *job.rows[r];
+        seq.tokens.push_back(job.drawn_tokens[r]);
+        seq.rng.restore(job.drawn_rng[r]);
+        job.picks[r] = std::vector<token_logprob>{{job.drawn_tokens[r], 0.0f}};
+    }
 }
 
 void chip_session_actor::on(cs_submitted& m) {
@@ -100,6 +128,14 @@ void chip_session_actor::on(cs_job_done& m) {
         fail_rows(s, m.job, m.outcome.error());
         return;
     }
+    if (m.job->unrun) {
+        // Its chain source never reached the device: nothing ran; the rows go back as they were.
+        record(s, *m.job, job_outcome::ok);
+        s.job = nullptr;
+        s.life.transition_to(slot_state::free);
+        (void)tick_.tell(bt_slot_free{m.job->slot, m.job->row_ids(), m.job->row_ids(), {}}, id());
+        return;
+    }
     s.life.transition_to(slot_state::done);
     if (m.job->partial) {
         // A prefill chunk: its KV is written, its logits are not the next token's. The row
@@ -111,6 +147,7 @@ void chip_session_actor::on(cs_job_done& m) {
         return;
     }
     s.life.transition_to(slot_state::draining);
+    if (!m.job->prefill) apply_draws(*m.job);
     (void)sampler_.tell(sm_sample{m.job}, id());
 }
 

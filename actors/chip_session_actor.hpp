@@ -81,6 +81,8 @@ private:
     slot_data& slot_of(const job_ptr& job) { return slots_[device::index_of(job->slot)]; }
     bool current(const job_ptr& job) { return job && slot_of(job).job == job; }
     void free_slot(slot_data& s, bool tell_tick, std::vector<sequence_id> go_on = {});
+    void chain_to_other(job_context& job);
+    void apply_draws(job_context& job);
     void fail_rows(slot_data& s, const job_ptr& job, const error_info& e);
     void publish();
     void record(const slot_data& s, const job_context& job, job_outcome outcome);
