@@ -147,6 +147,8 @@ void chip_session_actor::on(cs_job_done& m) {
         return;
     }
     s.life.transition_to(slot_state::draining);
+    m.job->t_wall_from = m.job->chained() ? std::max(m.job->t_fill, last_done_) : m.job->t_fill;
+    last_done_ = std::max(last_done_, m.job->t_done);
     if (!m.job->prefill) apply_draws(*m.job);
     (void)sampler_.tell(sm_sample{m.job}, id());
 }
@@ -170,7 +172,7 @@ void chip_session_actor::on(cs_sampled& m) {
     record(s, *job, job_outcome::ok);
     // The BatchTick first: the next step waits for it, the Requests' streaming does not.
     free_slot(s, true, std::move(go_on));
-    const double wall_s = std::chrono::duration<double>(job->t_done - job->t_fill).count();
+    const double wall_s = std::chrono::duration<double>(job->t_done - job->t_wall_from).count();
     // A batched job's compute is shared evenly by its rows: summed over requests, each job counts once.
     const double device_s = job->device_compute_s / double(std::max<std::size_t>(1, job->rows.size()));
     for (std::size_t r = 0; r < job->rows.size(); ++r) {

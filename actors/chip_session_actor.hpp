@@ -95,6 +95,7 @@ private:
     address<sampler_actor> sampler_;
     std::array<slot_data, device::k_slot_count> slots_;
     bool device_up_ = true;
+    std::chrono::nanoseconds last_done_{0};  // t_done of the latest job that completed (chained jobs' wall start)
 };
 
 }  // namespace calserve::actors

@@ -50,6 +50,9 @@ struct job_context {
     std::vector<result<std::vector<token_logprob>>> picks;
     // Phase times (runtime clock) for metrics and the timing log.
     std::chrono::nanoseconds t_fill{0}, t_submitted{0}, t_done{0}, t_sampled{0};
+    // Start of the job's own wall time: t_fill, or for a chained job (filled while the job
+    // before it ran) the completion of that job, so a request's job walls never overlap.
+    std::chrono::nanoseconds t_wall_from{0};
     double device_compute_s = 0;          // modelled compute time reported by the device
 
     bool chained() const {

@@ -80,6 +80,8 @@ void_result order_profiles(package_spec& spec) {
     return {};
 }
 
+}  // namespace
+
 // The sampling head's tensors of a decode program (device/sampling_head.hpp), placed in
 // the program's I/O plan after its last buffer: ping and pong each page-aligned.
 void add_sampling_head(submodel_desc& d, std::int64_t k) {
@@ -105,6 +107,8 @@ void add_sampling_head(submodel_desc& d, std::int64_t k) {
     d.outputs.push_back(place(k_head_lse, {b}, dtype::fp32));
     d.head_k = k;
 }
+
+namespace {
 
 // Shape facts of the packaged model for the latency model: document 000's layout
 // keeps the model's structure config in __Tokenizer/config.json (the real

@@ -84,6 +84,12 @@ TEST_CASE("device-drawn, chained streams equal host sampling token for token", "
         CHECK(device[i] == host[i]);
         CHECK(std::int64_t(device[i].size()) == requests[i].max_tokens);
     }
+    // The output copy carries a token and an RNG state per drawn row, not its logits (the
+    // prefills still copy theirs).
+    const double device_d2h = dev->metrics.d2h_bytes.value();
+    engine_harness* host_engine = nullptr;
+    run_all(k_host, requests, &host_engine);
+    CHECK(device_d2h * 10 < host_engine->metrics.d2h_bytes.value());
     // The head alone (no chaining) draws the same tokens too.
     auto head_only = k_device;
     head_only.push_back("runtime.chain_tokens=false");
