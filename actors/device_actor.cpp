@@ -288,22 +288,7 @@ void_result device_actor::fill_decode(const job_ptr& job) {
     }
     if (head) {
         std::vector<device::head_row> params(batch);
-        for (std::size_t r = 0; r < job->rows.size(); ++r) {
-            const auto& seq = *job->rows[r];
-            auto& h = params[r];
-            h.mode = std::uint32_t(job->drawn[r] ? device::head_mode::sample : device::head_mode::logits);
-            h.temperature = seq.params.temperature;
-            h.top_p = seq.params.top_p;
-            h.top_k = seq.params.top_k;
-            h.min_p = seq.params.min_p;
-            if (job->chain_rows[r] >= 0) {
-                h.chain_job = job->chain_from_id;
-                h.chain_row = job->chain_rows[r];
-            } else if (job->drawn[r]) {
-                const auto& s = seq.rng.state();
-                std::copy(s.begin(), s.end(), h.rng);
-            }
-        }
+        head_params_of(*job, params);
         if (auto r = dev_->write_input(sm, job->slot, device::k_head_params, std::as_bytes(std::span(params))); !r) return r;
     }
     auto id_or = dev_->infer_rows(sm, job->slot, rows);
@@ -420,6 +405,46 @@ void device_actor::finish_job(const job_ptr& job, const device::job_result& r) {
     (void)session_.tell(cs_job_done{job, {}}, id());
 }
 
+void head_params_of(const job_context& job, std::span<device::head_row> out) {
+    for (std::size_t r = 0; r < job.rows.size() && r < out.size(); ++r) {
+        const auto& seq = *job.rows[r];
+        const bool drawn = r < job.drawn.size() && job.drawn[r];
+        auto& h = out[r];
+        h = device::head_row{};
+        h.mode = std::uint32_t(drawn ? device::head_mode::sample : device::head_mode::logits);
+        h.temperature = seq.params.temperature;
+        h.top_p = seq.params.top_p;
+        h.top_k = seq.params.top_k;
+        h.min_p = seq.params.min_p;
+        if (r < job.chain_rows.size() && job.chain_rows[r] >= 0) {
+            h.chain_job = job.chain_from_id;  // its token and RNG state come from that job's draw
+            h.chain_row = job.chain_rows[r];
+        } else if (drawn) {
+            const auto& s = seq.rng.state();
+            std::copy(s.begin(), s.end(), h.rng);
+        }
+    }
+}
+
+void_result take_draws(job_context& job, std::span<const std::byte> tokens, std::span<const std::byte> states) {
+    const std::size_t rows = job.rows.size();
+    if (tokens.size() < rows * 4 || states.size() < rows * 32)
+        return make_error(status::internal, "sampling head output smaller than the job's live rows");
+    job.drawn_tokens.assign(rows, -1);
+    job.drawn_rng.resize(rows);
+    for (std::size_t r = 0; r < rows; ++r) {
+        if (r >= job.drawn.size() || !job.drawn[r]) continue;
+        std::int32_t t = -1;
+        std::memcpy(&t, tokens.data() + r * 4, 4);
+        if (t < 0 || t >= job.vocab)
+            return make_error(status::logits_nan, "sampling head drew no token for row " + std::to_string(r) +
+                                                      " (logits not finite)");
+        job.drawn_tokens[r] = t;
+        std::memcpy(job.drawn_rng[r].data(), states.data() + r * 32, 32);
+    }
+    return {};
+}
+
 // The sampling head's token and RNG state of every drawn row; a row the head could not
 // draw (NaN/Inf logits) is the device fault a bad logit is.
 void_result device_actor::read_draws(const job_ptr& job, const std::string& sm) {
@@ -427,22 +452,7 @@ void_result device_actor::read_draws(const job_ptr& job, const std::string& sm) 
     if (!tokens) return tokens.error();
     auto states = dev_->output(sm, job->slot, device::k_head_rng);
     if (!states) return states.error();
-    const std::size_t rows = job->rows.size();
-    if (tokens->size() < rows * 4 || states->size() < rows * 32)
-        return make_error(status::internal, "sampling head output smaller than the job's live rows");
-    job->drawn_tokens.assign(rows, -1);
-    job->drawn_rng.assign(rows, {});
-    for (std::size_t r = 0; r < rows; ++r) {
-        if (!job->drawn[r]) continue;
-        std::int32_t t = -1;
-        std::memcpy(&t, tokens->data() + r * 4, 4);
-        if (t < 0 || t >= job->vocab)
-            return make_error(status::logits_nan, "sampling head drew no token for row " + std::to_string(r) +
-                                                      " (logits not finite)");
-        job->drawn_tokens[r] = t;
-        std::memcpy(job->drawn_rng[r].data(), states->data() + r * 32, 32);
-    }
-    return {};
+    return take_draws(*job, *tokens, *states);
 }
 
 // The logits of the rows the host samples, NaN/Inf-checked; nothing when the head drew every row.

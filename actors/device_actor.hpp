@@ -44,6 +44,7 @@
 #include "actors/runtime/lifecycle.hpp"
 #include "device/fault_points.hpp"
 #include "device/health.hpp"
+#include "device/sampling_head.hpp"
 
 namespace calserve::metrics {
 struct calserve_metrics;
@@ -119,6 +120,13 @@ struct device_actor_options {
 // The host's NaN/Inf check of a job's `rows` live rows of logits, rows shared among
 // the pool's threads (null: this thread); the error names the first bad logit.
 void_result check_logits_rows(std::span<const std::byte> logits, std::size_t rows, model::thread_pool* pool);
+
+// Sampling head (docs/device.md): the "sample_params" rows of a decode job's live rows
+// (drawn rows with their parameters and RNG state, chained rows naming their source row);
+// and the head's draws ("sampled", "rng_state") of the drawn rows into job.drawn_tokens /
+// drawn_rng, logits_nan when the head drew no token for one.
+void head_params_of(const job_context& job, std::span<device::head_row> out);
+void_result take_draws(job_context& job, std::span<const std::byte> tokens, std::span<const std::byte> states);
 
 class device_actor : public actor<device_actor, device_actor_message> {
 public:
