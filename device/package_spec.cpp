@@ -85,11 +85,15 @@ void_result order_profiles(package_spec& spec) {
 // The sampling head's tensors of a decode program (device/sampling_head.hpp), placed in
 // the program's I/O plan after its last buffer: ping and pong each page-aligned.
 void add_sampling_head(submodel_desc& d, std::int64_t k) {
-    constexpr std::uint64_t page = 4096;
-    auto align = [](std::uint64_t v) { return (v + page - 1) / page * page; };
     std::uint64_t end = 0;
     for (const auto* list : {&d.inputs, &d.outputs})
         for (const auto& t : *list) end = std::max({end, t.ping_address + t.bytes, t.pong_address + t.bytes});
+    add_sampling_head(d, k, end);
+}
+
+void add_sampling_head(submodel_desc& d, std::int64_t k, std::uint64_t& end) {
+    constexpr std::uint64_t page = 4096;
+    auto align = [](std::uint64_t v) { return (v + page - 1) / page * page; };
     auto place = [&](std::string_view name, std::vector<std::int64_t> shape, dtype type) {
         tensor_desc t{std::string(name), std::move(shape), type, 0, 0, 0, 0};
         t.bytes = std::uint64_t(t.elements()) * dtype_size(type);
@@ -160,8 +164,13 @@ result<package_spec> package_spec_from(const model::package::package& pkg) {
         if (spec.sampling_head_k > spec.vocab_size)
             return make_error(status::package_invalid, "sampling head top-k " + std::to_string(spec.sampling_head_k) +
                                                            " exceeds the vocabulary " + std::to_string(spec.vocab_size));
+        // Past every program's I/O plan, one program after the other: no buffer shared.
+        std::uint64_t end = 0;
+        for (const auto& d : spec.submodels)
+            for (const auto* list : {&d.inputs, &d.outputs})
+                for (const auto& t : *list) end = std::max({end, t.ping_address + t.bytes, t.pong_address + t.bytes});
         for (auto& d : spec.submodels)
-            if (d.kind == submodel_kind::decode) add_sampling_head(d, spec.sampling_head_k);
+            if (d.kind == submodel_kind::decode) add_sampling_head(d, spec.sampling_head_k, end);
     }
     add_shape_facts(spec, pkg.root);
     if (auto r = order_profiles(spec); !r) return r.error();
