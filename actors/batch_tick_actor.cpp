@@ -10,6 +10,7 @@
 #include "metrics/metrics.hpp"
 #include "actors/request_actor.hpp"
 #include "config/invariant.hpp"
+#include "model/sampling/params.hpp"
 
 namespace calserve::actors {
 
@@ -197,7 +198,7 @@ void batch_tick_actor::preempt(entry& grower) {
 
 void batch_tick_actor::on(bt_slot_free& m) {
     slot_free_[device::index_of(m.slot)] = true;
-    job_ended(m.rows, job_end::completed);
+    job_ended(m.rows, job_end::completed, m.unrun);
     for (auto seq : m.unrun)
         if (auto it = entries_.find(seq); it != entries_.end()) stop_awaiting(it->second);
     for (auto seq : m.go_on) {
@@ -216,11 +217,25 @@ void batch_tick_actor::on(bt_job_lost& m) {
 
 // A failed job counts against its rows' retry budget; a job lost only because it was in
 // flight beside the failed one does not (its rows did nothing wrong).
-void batch_tick_actor::job_ended(const std::vector<sequence_id>& rows, job_end how) {
+void batch_tick_actor::job_ended(const std::vector<sequence_id>& rows, job_end how,
+                                 const std::vector<sequence_id>& unrun) {
     for (auto seq : rows) {
         auto it = entries_.find(seq);
         if (it == entries_.end()) continue;
         entry& e = it->second;
+        const bool ran = std::find(unrun.begin(), unrun.end(), seq) == unrun.end();
+        e.jobs = std::max(0, e.jobs - 1);
+        if (!ran || how != job_end::completed) --e.tokens_after;  // no draw came of it
+        if (e.jobs > 0) {
+            // The chained step behind it still holds it: its phase stays. A token it drew
+            // goes to the Request, whose answer is not waited for (the next step is under way).
+            if (how != job_end::completed && e.copy == device_copy::held) e.copy = device_copy::lost;
+            if (how == job_end::completed && ran) {
+                e.seq->failed_jobs = 0;
+                ++e.answers_to_skip;
+            }
+            continue;
+        }
         const bool ending = e.phase() == seq_phase::finishing_job;
         if (how == job_end::completed) {
             e.seq->failed_jobs = 0;
@@ -389,20 +404,44 @@ std::vector<seq_view> batch_tick_actor::views() const {
         const auto p = e.phase();
         if (!holds_kv(p) || p == seq_phase::finishing_job || p == seq_phase::finishing_grow) continue;
         // A prefill also when the device holds less than all but the last token: the next
-        // chunk of a long prompt (runtime.prefill_chunk).
-        const bool prefill = e.copy != device_copy::held || e.seq->pending_tokens() > 1;
+        // chunk of a long prompt (runtime.prefill_chunk). A job's holders own the tokens of a
+        // sequence in one: it is decoding when that job is a decode.
+        const bool prefill = holds_job(p) ? p == seq_phase::prefill
+                                          : e.copy != device_copy::held || e.seq->pending_tokens() > 1;
         out.push_back({sid, prefill, p == seq_phase::ready, e.seq->arrived, e.last_served, e.group,
-                       p == seq_phase::awaiting, holds_job(p), p == seq_phase::prefill});
+                       p == seq_phase::awaiting, holds_job(p), p == seq_phase::prefill, chainable(e)});
     }
     return out;
+}
+
+// One more decode step may take this row's token from the device: it is in exactly one
+// job, a decode whose draw the device makes, its KV holds the step and it is under
+// max_tokens (fields of the sequence read here never change after admission).
+bool batch_tick_actor::chainable(const entry& e) const {
+    if (!options_.chain_tokens || e.phase() != seq_phase::decode || e.jobs != 1 || e.copy != device_copy::held) return false;
+    const auto& s = *e.seq;
+    if (s.constraint || !model::head_can_sample(s.params)) return false;
+    return e.tokens_after <= s.kv_tokens && e.tokens_after - s.prompt_len < s.max_tokens;
 }
 
 void batch_tick_actor::commit(const job_choice& choice, device::slot slot) {
     const int group = int(device::index_of(slot));
     std::vector<sequence_ptr> rows;
     rows.reserve(choice.rows.size());
+    bool chain = false;
     for (auto sid : choice.rows) {
         entry& e = entries_.at(sid);
+        if (!choice.prefill && e.phase() == seq_phase::decode) {
+            // Chained: its input token is the draw of the job it is in (plan_next_job only
+            // offers such a row when chainable()).
+            CALSERVE_INVARIANT(chainable(e), "a row in a job joined another without chaining");
+            ++e.jobs;
+            ++e.tokens_after;
+            e.group = group;
+            chain = true;
+            rows.push_back(e.seq);
+            continue;
+        }
         const bool first = e.copy == device_copy::none;
         if (e.copy != device_copy::held) {
             // Nothing of it on the device (any more): feed everything, or all after a prefix cache hit.
@@ -411,6 +450,8 @@ void batch_tick_actor::commit(const job_choice& choice, device::slot slot) {
         }
         CALSERVE_INVARIANT(std::int64_t(e.seq->tokens.size()) <= e.seq->kv_tokens, "job past the KV reservation");
         e.life.transition_to(choice.prefill ? seq_phase::prefill : seq_phase::decode);
+        e.jobs = 1;
+        e.tokens_after = std::int64_t(e.seq->tokens.size()) + 1;
         e.copy = device_copy::held;
         e.cached = 0;
         if (!choice.prefill) e.group = group;
@@ -424,7 +465,7 @@ void batch_tick_actor::commit(const job_choice& choice, device::slot slot) {
     }
     tick_ = after_job(tick_, choice);
     slot_free_[device::index_of(slot)] = false;
-    (void)session_.tell(cs_run{slot, std::move(rows), choice.prefill}, id());
+    (void)session_.tell(cs_run{slot, std::move(rows), choice.prefill, chain}, id());
 }
 
 void batch_tick_actor::schedule() {

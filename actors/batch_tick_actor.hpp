@@ -54,7 +54,12 @@
 //! prefill job, of the next chunk. Released sequences whose copy is `held` are
 //! handed to the KvManager to keep as cache entries (it frees them itself).
 //!
-//! Invariants: a sequence is in at most one job; KV is released exactly once,
+//! Token chaining (options.chain_tokens): a row in a decode job whose token the device
+//! draws may join the next decode job while that one is in flight (`jobs` 2); it
+//! stays `decode` until its last job ends, and the answers to the tokens it went on
+//! past are only counted. A Request that ends meanwhile costs at most that one step,
+//! whose token it never streams.
+//! Invariants: a sequence is in at most one job, or two chained decode jobs; KV is released exactly once,
 //! and never while a job holds the sequence (no prefill/decode -> released in
 //! the table); a slot carries one job at a time; a job never feeds a sequence
 //! past its reservation (tokens <= kv_tokens).
@@ -150,6 +155,11 @@ struct batch_tick_options {
     // Prefix cache (runtime.prefix_cache): reservations carry the tokens to look up,
     // and a released sequence's valid device KV goes to the KvManager to keep.
     bool prefix_cache = false;
+    // Token chaining (runtime.chain_tokens, with a package whose decode programs end in a
+    // sampling head and device.sampling_head on): a decoding row drawn on the device may
+    // be in two decode jobs at once, the second taking its input token from the first's
+    // draw on the device. Stops, deadlines and cancellation are then seen one step behind.
+    bool chain_tokens = false;
 };
 
 class batch_tick_actor : public actor<batch_tick_actor, batch_tick_message> {
@@ -181,6 +191,12 @@ private:
         int answers_to_skip = 0;              // tokens it went on past (go_on): their answers only count
         int group = k_no_group;               // the slot it last decoded in
         std::chrono::nanoseconds last_served{0};
+        // Jobs holding it (0..2: a decode job and the chained step behind it). The phase is
+        // the first job's; while `jobs` > 1 a job's end leaves it in that phase.
+        int jobs = 0;
+        // Its tokens once every job holding it has drawn (the BatchTick's own count: the
+        // sequence's tokens belong to the jobs' holders meanwhile).
+        std::int64_t tokens_after = 0;
     };
 
     void share_prompt(entry& e);
@@ -206,7 +222,8 @@ private:
     bool stop_awaiting(entry& e);
     void release(sequence_id seq);
     enum class job_end : std::uint8_t { completed, failed, lost };
-    void job_ended(const std::vector<sequence_id>& rows, job_end how);
+    void job_ended(const std::vector<sequence_id>& rows, job_end how, const std::vector<sequence_id>& unrun = {});
+    bool chainable(const entry& e) const;
     void schedule();
     std::vector<seq_view> views() const;
     void commit(const job_choice& choice, device::slot slot);

@@ -74,9 +74,35 @@ void chip_session_actor::on(cs_run& m) {
     job->rows = std::move(m.rows);
     job->prefill = m.prefill;
     job->logits = std::move(s.spare);
+    if (m.chain) chain_to_other(*job);
     s.job = job;
     s.started_ns = rt().now().count();
     (void)device_.tell(da_execute{job, 0}, id());
+}
+
+// The other slot's decode job, if the device has not finished it yet, is this job's chain
+// source: its rows that are rows here take their token from its draw. Once it is done
+// its draws are already on the rows' sequences (on(cs_job_done)) and nothing chains.
+void chip_session_actor::chain_to_other(job_context& job) {
+    const auto& other = slots_[1 - device::index_of(job.slot)];
+    if (!other.job || other.job->prefill) return;
+    if (!other.life.is(slot_state::filling) && !other.life.is(slot_state::submitted)) return;
+    job.chain_rows.assign(job.rows.size(), -1);
+    for (std::size_t r = 0; r < job.rows.size(); ++r)
+        for (std::size_t o = 0; o < other.job->rows.size(); ++o)
+            if (other.job->rows[o] == job.rows[r]) job.chain_rows[r] = int(o);
+    if (job.chained()) job.chain_from = other.job;
+}
+
+void apply_draws(job_context& job) {
+    job.picks.assign(job.rows.size(), make_error(status::internal, "row not sampled"));
+    for (std::size_t r = 0; r < job.rows.size() && r < job.drawn_tokens.size(); ++r) {
+        if (r >= job.drawn.size() || !job.drawn[r]) continue;
+        auto& seq = *job.rows[r];
+        seq.tokens.push_back(job.drawn_tokens[r]);
+        seq.rng.restore(job.drawn_rng[r]);
+        job.picks[r] = std::vector<token_logprob>{{job.drawn_tokens[r], 0.0f}};
+    }
 }
 
 void chip_session_actor::on(cs_submitted& m) {
@@ -100,6 +126,14 @@ void chip_session_actor::on(cs_job_done& m) {
         fail_rows(s, m.job, m.outcome.error());
         return;
     }
+    if (m.job->unrun) {
+        // Its chain source never reached the device: nothing ran; the rows go back as they were.
+        record(s, *m.job, job_outcome::ok);
+        s.job = nullptr;
+        s.life.transition_to(slot_state::free);
+        (void)tick_.tell(bt_slot_free{m.job->slot, m.job->row_ids(), m.job->row_ids(), {}}, id());
+        return;
+    }
     s.life.transition_to(slot_state::done);
     if (m.job->partial) {
         // A prefill chunk: its KV is written, its logits are not the next token's. The row
@@ -111,13 +145,30 @@ void chip_session_actor::on(cs_job_done& m) {
         return;
     }
     s.life.transition_to(slot_state::draining);
+    m.job->t_wall_from = m.job->chained() ? std::max(m.job->t_fill, last_done_) : m.job->t_fill;
+    last_done_ = std::max(last_done_, m.job->t_done);
+    if (!m.job->prefill) apply_draws(*m.job);  // in completion order: a chained job's draw comes after this one
+    const bool all_drawn = !m.job->prefill && std::all_of(m.job->drawn.begin(), m.job->drawn.end(), [](auto d) { return d != 0; }) &&
+                           !m.job->drawn.empty();
+    if (all_drawn && at_sampler_ == 0) {
+        // Nothing for the Sampler, and no earlier job there whose tokens must reach the
+        // Requests first: the step's critical path skips its two hops.
+        m.job->t_sampled = rt().now();
+        sampled(m.job);
+        return;
+    }
+    ++at_sampler_;
     (void)sampler_.tell(sm_sample{m.job}, id());
 }
 
 void chip_session_actor::on(cs_sampled& m) {
+    at_sampler_ = std::max(0, at_sampler_ - 1);
     if (!current(m.job)) return;
-    auto& s = slot_of(m.job);
-    const job_ptr job = m.job;
+    sampled(m.job);
+}
+
+void chip_session_actor::sampled(const job_ptr& job) {
+    auto& s = slot_of(job);
     // Read before the slot goes back: the next job owns the rows' sequences from then on.
     std::vector<address<request_actor>> requests(job->rows.size());
     std::vector<sequence_id> go_on;
@@ -133,7 +184,7 @@ void chip_session_actor::on(cs_sampled& m) {
     record(s, *job, job_outcome::ok);
     // The BatchTick first: the next step waits for it, the Requests' streaming does not.
     free_slot(s, true, std::move(go_on));
-    const double wall_s = std::chrono::duration<double>(job->t_done - job->t_fill).count();
+    const double wall_s = std::chrono::duration<double>(job->t_done - job->t_wall_from).count();
     // A batched job's compute is shared evenly by its rows: summed over requests, each job counts once.
     const double device_s = job->device_compute_s / double(std::max<std::size_t>(1, job->rows.size()));
     for (std::size_t r = 0; r < job->rows.size(); ++r) {

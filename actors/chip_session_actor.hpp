@@ -47,6 +47,12 @@ inline constexpr std::array<transition<slot_state>, 8> k_slot_table{{
     {slot_state::done, slot_state::free},
 }};
 
+// The sampling head's draws of a completed decode job become its rows' tokens and RNG
+// states (and their picks); the Sampler then draws only the other rows. The ChipSession
+// applies them in completion order, so a row also in the next (chained) job has this
+// token before that job's draw is applied.
+void apply_draws(job_context& job);
+
 // Resolves a sequence to its Request actor (owned by the engine's registry).
 using request_lookup = std::function<address<request_actor>(sequence_id)>;
 
@@ -81,6 +87,8 @@ private:
     slot_data& slot_of(const job_ptr& job) { return slots_[device::index_of(job->slot)]; }
     bool current(const job_ptr& job) { return job && slot_of(job).job == job; }
     void free_slot(slot_data& s, bool tell_tick, std::vector<sequence_id> go_on = {});
+    void chain_to_other(job_context& job);
+    void sampled(const job_ptr& job);  // every row has its answer: free the slot, stream the tokens
     void fail_rows(slot_data& s, const job_ptr& job, const error_info& e);
     void publish();
     void record(const slot_data& s, const job_context& job, job_outcome outcome);
@@ -93,6 +101,8 @@ private:
     address<sampler_actor> sampler_;
     std::array<slot_data, device::k_slot_count> slots_;
     bool device_up_ = true;
+    int at_sampler_ = 0;                     // sm_sample sent, cs_sampled not back yet
+    std::chrono::nanoseconds last_done_{0};  // t_done of the latest job that completed (chained jobs' wall start)
 };
 
 }  // namespace calserve::actors

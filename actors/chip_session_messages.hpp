@@ -11,6 +11,9 @@ struct cs_run {                       // BatchTick: run these rows (one prefill,
     device::slot slot = device::slot::ping;
     std::vector<sequence_ptr> rows;
     bool prefill = false;
+    // Token chaining: rows that are also rows of the other slot's decode job, still in
+    // flight, take their input token from its draw on the device (docs/device.md).
+    bool chain = false;
 };
 struct cs_submitted {                 // DeviceActor: inputs written, infer() accepted
     job_ptr job;

@@ -6,6 +6,7 @@
 #include "actors/chip_session_actor.hpp"
 #include "actors/kv_manager_actor.hpp"
 #include "actors/schedule_policy.hpp"
+#include "device/sampling_head.hpp"
 #include "metrics/metrics.hpp"
 #include "model/core/thread_pool.hpp"
 
@@ -22,7 +23,11 @@ device_actor::device_actor(runtime& rt, std::shared_ptr<device::device> dev, dev
     : actor(rt, "device"), dev_(std::move(dev)), options_(std::move(options)), metrics_(metrics),
       lifecycle_(k_device_health_table, device_health::unconfigured, "device"), jitter_(options_.jitter_seed) {
     if (options_.check_threads > 1) check_pool_ = std::make_unique<model::thread_pool>(options_.check_threads);
-    for (const auto& p : options_.decode_profiles) profile_batches_.push_back(p.batch);
+    for (const auto& p : options_.decode_profiles) {
+        profile_batches_.push_back(p.batch);
+        auto d = dev_->submodel(p.submodel);
+        profile_heads_.push_back(options_.sampling_head && d && d->has_sampling_head());
+    }
 }
 
 device_actor::~device_actor() = default;
@@ -179,6 +184,10 @@ void device_actor::on(da_execute& m) {
         fail_job(m.job, submitted.error(), m.attempt);
         return;
     }
+    if (m.job->unrun) {  // its chain source was never submitted: nothing ran, the rows go back
+        (void)session_.tell(cs_job_done{m.job, {}}, id());
+        return;
+    }
     if (in_flight_++ == 0) move_to(device_health::busy);
     (void)session_.tell(cs_submitted{m.job}, id());
 }
@@ -229,27 +238,44 @@ void_result device_actor::fill_prefill(const job_ptr& job) {
 }
 
 // One decode step for every live row, padded to the smallest profile that holds them.
+// A chained row (job->chain_rows) continues from the chain source job still in flight:
+// the device holds its past (kv_length counts submitted tokens) and the head copies the
+// source row's draw in as its token.
 void_result device_actor::fill_decode(const job_ptr& job) {
     const auto live = std::int64_t(job->rows.size());
-    const auto* profile = profile_for(live);
-    if (!profile) return make_error(status::invalid_argument, "no decode profile holds " + std::to_string(live) + " rows");
-    job->profile = profile->batch;
-    const auto& sm = profile->submodel;
-    const auto batch = std::size_t(profile->batch);
+    const auto index = pick_profile(profile_batches_, live);
+    if (!index) return make_error(status::invalid_argument, "no decode profile holds " + std::to_string(live) + " rows");
+    const auto& profile = options_.decode_profiles[*index];
+    job->profile = profile.batch;
+    const auto& sm = profile.submodel;
+    const auto batch = std::size_t(profile.batch);
     std::vector<std::int32_t> tokens(batch, 0), positions(batch, 0);
     std::vector<device::seq_id> rows(batch, device::k_padding_row);
+    const bool head = profile_heads_[*index];
+    if (!head) job->chain_rows.clear();
+    job->chain_rows.resize(job->rows.size(), -1);
     for (std::size_t r = 0; r < job->rows.size(); ++r) {
         auto& seq = *job->rows[r];
-        const std::int64_t past = seq.device_len;
+        const bool chained = job->chain_rows[r] >= 0;
+        const std::int64_t past = chained ? dev_->kv_length(seq.seq) : seq.device_len;
         if (auto a = dev_->kv_apply(seq.seq, past + 1, options_.kv_apply_timeout); !a) {
             job->failed_row = int(r);
             return a;
         }
-        tokens[r] = seq.tokens[std::size_t(past)];
+        tokens[r] = chained ? 0 : seq.tokens[std::size_t(past)];
         positions[r] = std::int32_t(past);
         rows[r] = seq.seq;
         job->counts[r] = 1;
     }
+    job->drawn.assign(job->rows.size(), 0);
+    if (head) {
+        if (!fill_head(job)) {
+            job->unrun = true;
+            job->chain_from = nullptr;
+            return {};
+        }
+    }
+    job->chain_from = nullptr;  // the device holds what it needs of it; do not keep its buffers alive
     job->t_fill = rt().now();
     if (auto r = dev_->slice(sm, job->slot, 1); !r) return r;
     if (auto r = dev_->write_input(sm, job->slot, "token", as_bytes(tokens)); !r) return r;
@@ -260,14 +286,38 @@ void_result device_actor::fill_decode(const job_ptr& job) {
         if (auto w = dev_->write_csr_row(sm, job->slot, device::k_csr_past_kv_len, row, std::uint32_t(positions[r])); !w)
             return w;
     }
+    if (head) {
+        std::vector<device::head_row> params(batch);
+        head_params_of(*job, params);
+        if (auto r = dev_->write_input(sm, job->slot, device::k_head_params, std::as_bytes(std::span(params))); !r) return r;
+    }
     auto id_or = dev_->infer_rows(sm, job->slot, rows);
     if (!id_or) return id_or.error();
     if (metrics_) {
         metrics_->batch_size.observe(double(live));
-        metrics_->batch_padding_rows.inc(double(profile->batch - live));
+        metrics_->batch_padding_rows.inc(double(profile.batch - live));
+        if (job->chained()) metrics_->chained_steps.inc();
     }
     submit_wait(job, *id_or);
     return {};
+}
+
+// Which rows the head draws: those that need only their logits (no penalties, bias,
+// logprobs or token mask). A chained row must have been drawn in its source job, and
+// that job must be on the device in this generation; otherwise the job goes back unrun
+// (the host reads the source's token first and forms the step again).
+bool device_actor::fill_head(const job_ptr& job) {
+    const auto& src = job->chain_from;
+    const bool src_live = src && src->device_job != 0 && src->device_generation == generation_;
+    job->chain_from_id = src_live ? src->device_job : 0;
+    for (std::size_t r = 0; r < job->rows.size(); ++r) {
+        const auto& seq = *job->rows[r];
+        job->drawn[r] = model::head_can_sample(seq.params) && !seq.constraint ? 1 : 0;
+        const int c = job->chain_rows[r];
+        if (c < 0) continue;
+        if (!src_live || !job->drawn[r] || std::size_t(c) >= src->drawn.size() || !src->drawn[std::size_t(c)]) return false;
+    }
+    return true;
 }
 
 std::chrono::nanoseconds device_actor::wait_bound(device::job_id job) const {
@@ -278,6 +328,8 @@ std::chrono::nanoseconds device_actor::wait_bound(device::job_id job) const {
 
 void device_actor::submit_wait(const job_ptr& job, device::job_id job_id) {
     job->t_submitted = rt().now();
+    job->device_job = job_id;
+    job->device_generation = generation_;
     auto self = address<device_actor>(shared_from_this());
     auto gen = generation_;
     auto me = id();
@@ -327,25 +379,101 @@ void device_actor::sync_fault_metrics() {
 }
 
 void device_actor::finish_job(const job_ptr& job, const device::job_result& r) {
-    // D2H into the slot's host buffer (the simulator hands its buffer over), then the NaN/Inf check.
-    if (auto r = dev_->read_output(submodel_of(job), job->slot, "logits", job->logits); !r) return fault(r.error(), job);
-    const std::size_t row_bytes = std::size_t(job->vocab) * 2;
-    const std::size_t live_bytes = row_bytes * job->rows.size();
-    if (job->logits.size() < live_bytes)
-        return fault(make_error(status::internal, "logits output smaller than the job's live rows"), job);
-    // Only live rows are checked: padding rows are never sampled.
-    const auto live = std::span<const std::byte>(job->logits).first(live_bytes);
-    if (auto nan = check_logits_rows(live, job->rows.size(), check_pool_.get()); !nan)
-        return fault(nan.error(), job);
+    // D2H of what the job returns: the head's draws, then the logits of the rows the host
+    // samples (the simulator hands its buffer over), each checked before it is released.
+    const auto& sm = submodel_of(job);
+    if (job->any_drawn())
+        if (auto d = read_draws(job, sm); !d) return fault(d.error(), job);
+    if (auto l = read_logits(job, sm); !l) return fault(l.error(), job);
     job->t_done = rt().now();
     job->device_compute_s = double(r.timing.compute_end_ns - r.timing.compute_start_ns) * 1e-9;
-    if (metrics_) metrics_->device_busy_seconds.inc(job->device_compute_s);
+    if (metrics_) {
+        metrics_->device_busy_seconds.inc(job->device_compute_s);
+        std::uint64_t bytes = 0;
+        for (std::size_t i = 0; i < job->rows.size(); ++i) {
+            const bool drawn = i < job->drawn.size() && job->drawn[i];
+            bytes += device::head_row_d2h_bytes(drawn ? device::head_mode::sample : device::head_mode::logits, 0, job->vocab);
+            if (drawn) metrics_->device_drawn_rows.inc();
+        }
+        metrics_->d2h_bytes.inc(double(bytes));
+    }
     for (std::size_t i = 0; i < job->rows.size(); ++i) {
         auto& seq = *job->rows[i];
         seq.device_len += job->counts[i];
         (void)kv_.tell(kv_extend{seq.seq, seq.device_len}, id());
     }
     (void)session_.tell(cs_job_done{job, {}}, id());
+}
+
+void head_params_of(const job_context& job, std::span<device::head_row> out) {
+    for (std::size_t r = 0; r < job.rows.size() && r < out.size(); ++r) {
+        const auto& seq = *job.rows[r];
+        const bool drawn = r < job.drawn.size() && job.drawn[r];
+        auto& h = out[r];
+        h = device::head_row{};
+        h.mode = std::uint32_t(drawn ? device::head_mode::sample : device::head_mode::logits);
+        h.temperature = seq.params.temperature;
+        h.top_p = seq.params.top_p;
+        h.top_k = seq.params.top_k;
+        h.min_p = seq.params.min_p;
+        if (r < job.chain_rows.size() && job.chain_rows[r] >= 0) {
+            h.chain_job = job.chain_from_id;  // its token and RNG state come from that job's draw
+            h.chain_row = job.chain_rows[r];
+        } else if (drawn) {
+            const auto& s = seq.rng.state();
+            std::copy(s.begin(), s.end(), h.rng);
+        }
+    }
+}
+
+void_result take_draws(job_context& job, std::span<const std::byte> tokens, std::span<const std::byte> states) {
+    const std::size_t rows = job.rows.size();
+    if (tokens.size() < rows * 4 || states.size() < rows * 32)
+        return make_error(status::internal, "sampling head output smaller than the job's live rows");
+    job.drawn_tokens.assign(rows, -1);
+    job.drawn_rng.resize(rows);
+    for (std::size_t r = 0; r < rows; ++r) {
+        if (r >= job.drawn.size() || !job.drawn[r]) continue;
+        std::int32_t t = -1;
+        std::memcpy(&t, tokens.data() + r * 4, 4);
+        if (t < 0 || t >= job.vocab)
+            return make_error(status::logits_nan, "sampling head drew no token for row " + std::to_string(r) +
+                                                      " (logits not finite)");
+        job.drawn_tokens[r] = t;
+        std::memcpy(job.drawn_rng[r].data(), states.data() + r * 32, 32);
+    }
+    return {};
+}
+
+// The sampling head's token and RNG state of every drawn row; a row the head could not
+// draw (NaN/Inf logits) is the device fault a bad logit is.
+void_result device_actor::read_draws(const job_ptr& job, const std::string& sm) {
+    auto tokens = dev_->output(sm, job->slot, device::k_head_sampled);
+    if (!tokens) return tokens.error();
+    auto states = dev_->output(sm, job->slot, device::k_head_rng);
+    if (!states) return states.error();
+    return take_draws(*job, *tokens, *states);
+}
+
+// The logits of the rows the host samples, NaN/Inf-checked; nothing when the head drew every row.
+void_result device_actor::read_logits(const job_ptr& job, const std::string& sm) {
+    const std::size_t rows = job->rows.size();
+    std::size_t host_rows = rows;
+    for (auto d : job->drawn) host_rows -= d ? 1 : 0;
+    if (host_rows == 0) return {};
+    if (auto r = dev_->read_output(sm, job->slot, "logits", job->logits); !r) return r;
+    const std::size_t row_bytes = std::size_t(job->vocab) * 2;
+    if (job->logits.size() < row_bytes * rows)
+        return make_error(status::internal, "logits output smaller than the job's live rows");
+    if (host_rows == rows)  // only live rows are checked: padding rows are never sampled
+        return check_logits_rows(std::span<const std::byte>(job->logits).first(row_bytes * rows), rows, check_pool_.get());
+    for (std::size_t r = 0; r < rows; ++r) {
+        if (job->drawn[r]) continue;
+        if (auto nan = device::check_logits_bf16(std::span<const std::byte>(job->logits).subspan(r * row_bytes, row_bytes));
+            !nan)
+            return make_error(status::logits_nan, "row " + std::to_string(r) + ": " + nan.error().what());
+    }
+    return {};
 }
 
 void device_actor::fault(const error_info& e, const job_ptr& culprit) {

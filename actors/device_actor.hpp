@@ -44,6 +44,7 @@
 #include "actors/runtime/lifecycle.hpp"
 #include "device/fault_points.hpp"
 #include "device/health.hpp"
+#include "device/sampling_head.hpp"
 
 namespace calserve::metrics {
 struct calserve_metrics;
@@ -111,11 +112,21 @@ struct device_actor_options {
     // Threads that share the NaN/Inf check of a batch's logits (runtime.sampler_threads):
     // one pass over 16 x 151,936 BF16 values is most of a step's host time.
     int check_threads = 1;
+    // device.sampling_head: rows that need only their logits are drawn by the decode
+    // programs' sampling head, when the package has one (docs/device.md "Sampling head").
+    bool sampling_head = true;
 };
 
 // The host's NaN/Inf check of a job's `rows` live rows of logits, rows shared among
 // the pool's threads (null: this thread); the error names the first bad logit.
 void_result check_logits_rows(std::span<const std::byte> logits, std::size_t rows, model::thread_pool* pool);
+
+// Sampling head (docs/device.md): the "sample_params" rows of a decode job's live rows
+// (drawn rows with their parameters and RNG state, chained rows naming their source row);
+// and the head's draws ("sampled", "rng_state") of the drawn rows into job.drawn_tokens /
+// drawn_rng, logits_nan when the head drew no token for one.
+void head_params_of(const job_context& job, std::span<device::head_row> out);
+void_result take_draws(job_context& job, std::span<const std::byte> tokens, std::span<const std::byte> states);
 
 class device_actor : public actor<device_actor, device_actor_message> {
 public:
@@ -146,6 +157,11 @@ private:
     void_result fill_and_submit(const job_ptr& job);
     void_result fill_prefill(const job_ptr& job);
     void_result fill_decode(const job_ptr& job);
+    // The sampling head's parameters of a decode job's rows (and their chain sources);
+    // false when a chained row's source job was never submitted (the job goes back unrun).
+    bool fill_head(const job_ptr& job);
+    void_result read_draws(const job_ptr& job, const std::string& sm);
+    void_result read_logits(const job_ptr& job, const std::string& sm);
     // How long to wait for `job` before declaring the device hung (options, wait_timeout).
     std::chrono::nanoseconds wait_bound(device::job_id job) const;
     void submit_wait(const job_ptr& job, device::job_id id);
@@ -165,6 +181,7 @@ private:
     std::shared_ptr<device::device> dev_;
     device_actor_options options_;
     std::vector<std::int64_t> profile_batches_;  // options_.decode_profiles' batches (pick_profile's input)
+    std::vector<bool> profile_heads_;            // the profile's program ends in a sampling head (and it is on)
     metrics::calserve_metrics* metrics_;
     std::shared_ptr<engine_journal> journal_;
     address<chip_session_actor> session_;

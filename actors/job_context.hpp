@@ -8,6 +8,7 @@
 //! holder touches it (the rows' sequences included). The logits buffer is the
 //! slot's exclusive host buffer: the slot cannot take a new job until the
 //! Sampler has consumed it.
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -29,11 +30,41 @@ struct job_context {
     int failed_row = -1;                  // a per-row device call (kv_apply) failed: only that row's request fails
     std::int64_t vocab = 0;
     std::vector<std::byte> logits;        // BF16, >= rows.size() x vocab (D2H target; a padded batch's whole output)
+    // Sampling head and token chaining (docs/device.md "Sampling head"). The DeviceActor
+    // decides per row whether the device draws it (`drawn`) and, after the job, copies the
+    // draws out (`drawn_tokens`, `drawn_rng`); the ChipSession applies them to the rows'
+    // sequences, the Sampler draws only the other rows. A chained row (`chain_rows[r] >= 0`)
+    // takes its input token from row chain_rows[r] of `chain_from`, the decode job before
+    // it in the other slot, still in flight when this one was formed: the host submits this
+    // step before it has read that one. `chain_from` is dropped once the job is submitted.
+    std::vector<std::uint8_t> drawn;      // per row: 1 = drawn by the device's sampling head
+    std::vector<std::int32_t> drawn_tokens;
+    std::vector<std::array<std::uint64_t, 4>> drawn_rng;  // the row's RNG state after the draw
+    std::shared_ptr<job_context> chain_from;
+    std::vector<int> chain_rows;          // per row: its row in chain_from, or -1 (token from the host)
+    std::uint64_t chain_from_id = 0;      // chain_from's device job id (set at fill)
+    std::uint64_t device_job = 0;         // the device's job id, once submitted
+    std::uint64_t device_generation = 0;  // the DeviceActor's generation when it submitted
+    bool unrun = false;                   // not submitted: its chain source never was; rows handed back unrun
     // The Sampler's answer per row: [0] = chosen token + logprob, then top_logprobs.
     std::vector<result<std::vector<token_logprob>>> picks;
     // Phase times (runtime clock) for metrics and the timing log.
     std::chrono::nanoseconds t_fill{0}, t_submitted{0}, t_done{0}, t_sampled{0};
+    // Start of the job's own wall time: t_fill, or for a chained job (filled while the job
+    // before it ran) the completion of that job, so a request's job walls never overlap.
+    std::chrono::nanoseconds t_wall_from{0};
     double device_compute_s = 0;          // modelled compute time reported by the device
+
+    bool chained() const {
+        for (int c : chain_rows)
+            if (c >= 0) return true;
+        return false;
+    }
+    bool any_drawn() const {
+        for (auto d : drawn)
+            if (d) return true;
+        return false;
+    }
 
     std::vector<sequence_id> row_ids() const {
         std::vector<sequence_id> ids;

@@ -61,6 +61,7 @@ void sample_rows(job_context& job, std::size_t begin, std::size_t end, model::sa
     const auto vocab = std::size_t(job.vocab);
     std::span<const model::bf16> all(reinterpret_cast<const model::bf16*>(job.logits.data()), job.logits.size() / 2);
     for (std::size_t r = begin; r < end; ++r) {
+        if (r < job.drawn.size() && job.drawn[r]) continue;  // drawn by the device's sampling head
         auto& seq = *job.rows[r];
         std::span<const std::int32_t> tokens(seq.tokens);
         model::token_history history{tokens.first(std::size_t(seq.prompt_len)), tokens.subspan(std::size_t(seq.prompt_len))};
@@ -89,7 +90,7 @@ void sample_rows(job_context& job, std::size_t begin, std::size_t end, model::sa
 
 void sample_batch(job_context& job, std::span<model::sampler> samplers, model::thread_pool* pool) {
     const std::size_t rows = job.rows.size();
-    job.picks.assign(rows, make_error(status::internal, "row not sampled"));
+    if (job.picks.size() != rows) job.picks.assign(rows, make_error(status::internal, "row not sampled"));
     const std::size_t shares = std::min<std::size_t>(samplers.size(), rows);
     if (shares <= 1 || !pool) {
         sample_rows(job, 0, rows, samplers[0]);

@@ -39,6 +39,10 @@ decode_plan plan_decode(std::span<const seq_view> seqs, const schedule_params& p
         if (s.needs_prefill) continue;
         const bool eligible = !two || !where.other_busy || s.group == k_no_group || s.group == where.slot;
         if (!eligible) continue;
+        if (s.chainable && !two) {  // its token comes from the job in flight, on the device
+            ready.push_back(&s);
+            continue;
+        }
         if (s.awaiting && (!two || s.group != k_no_group)) out.awaiting = true;
         // One group: a decoder still in the other slot's decode job is one step from joining; one in
         // its prefill is not waited for (the batch would idle the device for the prefill's turnaround).

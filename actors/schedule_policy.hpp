@@ -18,6 +18,10 @@
 //!     device computes one group the host samples the other and builds its next
 //!     batch, so host time hides behind device time (docs/decisions.md has the
 //!     measurement against one group).
+//!   - Token chaining (`runtime.chain_tokens`): a `chainable` row (in the other
+//!     slot's decode job, drawn on the device) is a candidate like a ready one, so
+//!     with one group the batch's next step is formed while its current step is
+//!     still in flight and the two slots alternate the same batch.
 //!   - Step boundary: a batch waits while one of its would-be rows still awaits
 //!     its Request's answer (continue or finish, one message away), so batches
 //!     do not fragment into batches of one.
@@ -63,6 +67,10 @@ struct seq_view {
     bool awaiting = false;        // its last token is with the Request (answer pending)
     bool in_job = false;          // a job (prefill or decode) holds it
     bool in_prefill = false;      // that job is its prefill: it joins the batch after next, never holds one
+    // In the other slot's decode job, drawn by the device's sampling head, with room for one
+    // more step: the next step may take its token from that job's draw on the device
+    // (token chaining), so it is a candidate like a ready row and holds no batch back.
+    bool chainable = false;
 };
 
 struct tick_state {

@@ -8,6 +8,7 @@
 
 #include "device/device.hpp"
 #include "device/bf16.hpp"
+#include "device/sampling_head.hpp"
 #include "model/weights/hf_config.hpp"
 
 namespace calserve::device {
@@ -79,6 +80,40 @@ void_result order_profiles(package_spec& spec) {
     return {};
 }
 
+}  // namespace
+
+// The sampling head's tensors of a decode program (device/sampling_head.hpp), placed in
+// the program's I/O plan after its last buffer: ping and pong each page-aligned.
+void add_sampling_head(submodel_desc& d, std::int64_t k) {
+    std::uint64_t end = 0;
+    for (const auto* list : {&d.inputs, &d.outputs})
+        for (const auto& t : *list) end = std::max({end, t.ping_address + t.bytes, t.pong_address + t.bytes});
+    add_sampling_head(d, k, end);
+}
+
+void add_sampling_head(submodel_desc& d, std::int64_t k, std::uint64_t& end) {
+    constexpr std::uint64_t page = 4096;
+    auto align = [](std::uint64_t v) { return (v + page - 1) / page * page; };
+    auto place = [&](std::string_view name, std::vector<std::int64_t> shape, dtype type) {
+        tensor_desc t{std::string(name), std::move(shape), type, 0, 0, 0, 0};
+        t.bytes = std::uint64_t(t.elements()) * dtype_size(type);
+        t.ping_address = align(end);
+        t.pong_address = align(t.ping_address + t.bytes);
+        end = t.pong_address + t.bytes;
+        return t;
+    };
+    const std::int64_t b = d.batch;
+    d.inputs.push_back(place(k_head_params, {b, k_head_row_words}, dtype::uint32));
+    d.outputs.push_back(place(k_head_sampled, {b}, dtype::int32));
+    d.outputs.push_back(place(k_head_rng, {b, k_head_rng_words}, dtype::uint32));
+    d.outputs.push_back(place(k_head_topk_logits, {b, k}, dtype::fp32));
+    d.outputs.push_back(place(k_head_topk_ids, {b, k}, dtype::int32));
+    d.outputs.push_back(place(k_head_lse, {b}, dtype::fp32));
+    d.head_k = k;
+}
+
+namespace {
+
 // Shape facts of the packaged model for the latency model: document 000's layout
 // keeps the model's structure config in __Tokenizer/config.json (the real
 // architecture, e.g. Qwen3-30B-A3B for the replica whose reference model is a tiny
@@ -124,6 +159,19 @@ result<package_spec> package_spec_from(const model::package::package& pkg) {
         spec.chips[c.index] = chip_memory{c.param_dram_bytes, c.param_sram_bytes};
     }
     spec.reference_model_dir = pkg.reference_model_dir;
+    spec.sampling_head_k = pkg.sampling_head_k;
+    if (spec.sampling_head_k > 0) {
+        if (spec.sampling_head_k > spec.vocab_size)
+            return make_error(status::package_invalid, "sampling head top-k " + std::to_string(spec.sampling_head_k) +
+                                                           " exceeds the vocabulary " + std::to_string(spec.vocab_size));
+        // Past every program's I/O plan, one program after the other: no buffer shared.
+        std::uint64_t end = 0;
+        for (const auto& d : spec.submodels)
+            for (const auto* list : {&d.inputs, &d.outputs})
+                for (const auto& t : *list) end = std::max({end, t.ping_address + t.bytes, t.pong_address + t.bytes});
+        for (auto& d : spec.submodels)
+            if (d.kind == submodel_kind::decode) add_sampling_head(d, spec.sampling_head_k, end);
+    }
     add_shape_facts(spec, pkg.root);
     if (auto r = order_profiles(spec); !r) return r.error();
     if (auto r = validate(spec); !r) return r.error();

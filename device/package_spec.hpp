@@ -17,6 +17,12 @@
 namespace calserve::device {
 
 result<package_spec> package_spec_from(const model::package::package& pkg);
+// Adds the sampling head's tensors (device/sampling_head.hpp) of top-k `k` to a decode
+// program, placed after its last I/O buffer; package_spec_from does it for every decode
+// program of a package that declares a head.
+void add_sampling_head(submodel_desc& d, std::int64_t k);
+// The same, placed from `next_address` on (advanced past the head's buffers).
+void add_sampling_head(submodel_desc& d, std::int64_t k, std::uint64_t& next_address);
 result<package_spec> package_spec_from_dir(const std::filesystem::path& dir);
 
 }  // namespace calserve::device

@@ -61,6 +61,16 @@ std::int64_t tensor_desc::elements() const {
     return std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>());
 }
 
+const tensor_desc* submodel_desc::input(std::string_view n) const {
+    auto it = std::find_if(inputs.begin(), inputs.end(), [&](const auto& t) { return t.name == n; });
+    return it == inputs.end() ? nullptr : &*it;
+}
+
+const tensor_desc* submodel_desc::output(std::string_view n) const {
+    auto it = std::find_if(outputs.begin(), outputs.end(), [&](const auto& t) { return t.name == n; });
+    return it == outputs.end() ? nullptr : &*it;
+}
+
 const submodel_desc* package_spec::find(std::string_view exact_name) const {
     auto it = std::find_if(submodels.begin(), submodels.end(), [&](const auto& s) { return s.name == exact_name; });
     return it == submodels.end() ? nullptr : &*it;

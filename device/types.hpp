@@ -66,6 +66,11 @@ struct submodel_desc {
     std::uint32_t chip_mask = 1;
     std::uint64_t workspace_bytes_per_chip = 0;  // peak activations besides KV and I/O
     std::uint64_t command_bytes_per_chip = 0;    // command binaries and CCU programs
+    std::int64_t head_k = 0;                      // ends in a sampling head of top-k head_k (0: none; device/sampling_head.hpp)
+
+    bool has_sampling_head() const { return head_k > 0; }
+    const tensor_desc* input(std::string_view name) const;
+    const tensor_desc* output(std::string_view name) const;
 };
 
 // KV layout: BF16 K and V per layer and KV head, sharded over the chips by head.
@@ -98,6 +103,7 @@ struct package_spec {
     std::string runtime_version;    // CalRT version the package was compiled for
     std::string compiler_version;
     std::int64_t vocab_size = 0;
+    std::int64_t sampling_head_k = 0;  // decode programs end in a sampling head (top-k size); 0 = none
     std::int64_t context = 0;
     std::int64_t batch = 1;
     std::uint32_t chip_count = 1;

@@ -91,6 +91,7 @@ device_actor_options device_options_of(const config& cfg, std::string prefill_su
     dopt.jitter_seed = std::uint64_t(cfg.integer("device.sim.seed"));
     dopt.faults = std::move(faults);
     dopt.check_threads = int(cfg.integer("runtime.sampler_threads"));
+    dopt.sampling_head = cfg.boolean("device.sampling_head");
     return dopt;
 }
 
@@ -107,6 +108,7 @@ batch_tick_options tick_options_of(const config& cfg, std::int64_t max_batch, st
     bopt.kv.block_tokens = block_tokens;
     bopt.max_job_retries = int(cfg.integer("runtime.max_job_retries"));
     bopt.prefix_cache = cfg.boolean("runtime.prefix_cache");
+    bopt.chain_tokens = cfg.boolean("runtime.chain_tokens");
     return bopt;
 }
 
@@ -215,7 +217,10 @@ void_result serving_engine::build(runtime& rt, const config& cfg, const engine_s
     const std::int64_t block_tokens = std::max<std::int64_t>(1, spec.kv.block_tokens);
     std::int64_t blocks = spec.kv.capacity_tokens() / block_tokens;
     if (auto cap = cfg.integer("runtime.kv_blocks"); cap > 0) blocks = std::min(blocks, cap);
-    const auto bopt = tick_options_of(cfg, max_batch, block_tokens);
+    auto bopt = tick_options_of(cfg, max_batch, block_tokens);
+    // Chaining needs the device to draw the rows: a package with a sampling head, and the head on.
+    const bool head = spec.sampling_head_k > 0 && cfg.boolean("device.sampling_head");
+    bopt.chain_tokens = bopt.chain_tokens && head;
     cache_identity_ = spec.name + "|" + spec.reference_model_dir.string();
     spawn_actors(device_options_of(cfg, spec.first_of(device::submodel_kind::prefill)->name, *profiles, faults_), bopt,
                  kv_cache_options{bopt.prefix_cache, cfg.integer("runtime.prefix_cache_block")}, blocks, block_tokens,
@@ -231,9 +236,11 @@ void_result serving_engine::build(runtime& rt, const config& cfg, const engine_s
     std::string batches;
     for (const auto& p : *profiles) batches += (batches.empty() ? "" : ",") + std::to_string(p.batch);
     spdlog::info("engine: model '{}' on {} backend, usable context {}, KV {} blocks of {} tokens ({}), max_inflight {}, "
-                 "decode batches {} (max_batch {})",
+                 "decode batches {} (max_batch {}), sampling head {}, token chaining {}",
                  card_.name, card_.backend, card_.usable_context, blocks, block_tokens, cfg.string("runtime.kv_policy"),
-                 bopt.max_inflight, batches, max_batch);
+                 bopt.max_inflight, batches, max_batch,
+                 head ? "top-k " + std::to_string(spec.sampling_head_k) : std::string(spec.sampling_head_k > 0 ? "off" : "none"),
+                 bopt.chain_tokens ? "on" : "off");
     return {};
 }
 

@@ -113,6 +113,15 @@ calserve_metrics::calserve_metrics(registry& r)
       preemptions_total(r.add_counter("calserve_preemptions_total",
                                       "Running sequences preempted (KV given up, re-prefilled later) for KV room.")
                             .get()),
+      device_drawn_rows(r.add_counter("calserve_device_drawn_rows_total",
+                                      "Decode rows whose token the device's sampling head drew (no logits copied).")
+                            .get()),
+      chained_steps(r.add_counter("calserve_chained_steps_total",
+                                  "Decode jobs submitted before the job whose draws they take as input was read.")
+                        .get()),
+      d2h_bytes(r.add_counter("calserve_d2h_bytes_total",
+                              "Output bytes copied device to host: per live row its logits, or what the sampling head returns.")
+                    .get()),
       prefix_cache_queries(r.add_counter("calserve_prefix_cache_queries_tokens_total",
                                          "Prompt tokens looked up in the prefix cache.")
                                .get()),

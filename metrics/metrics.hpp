@@ -169,6 +169,10 @@ struct calserve_metrics {
     histogram& batch_size;                    // live rows per decode job
     counter& batch_padding_rows;              // rows computed beyond the live ones (profile padding)
     counter& preemptions_total;               // sequences whose KV was given up (recompute later)
+    // Sampling head and token chaining (docs/device.md "Sampling head").
+    counter& device_drawn_rows;               // decode rows whose token the device's sampling head drew
+    counter& chained_steps;                   // decode jobs submitted before the job they chain from was read
+    counter& d2h_bytes;                       // bytes the jobs' outputs moved to the host (per row, what it returns)
     // Prefix cache (actors/prefix_cache.hpp).
     counter& prefix_cache_queries;            // prompt tokens looked up
     counter& prefix_cache_hits;               // of them, tokens served from cached KV

@@ -128,6 +128,18 @@ void print_profiles(const dev::package_spec& s, const dev::sim::latency_model& m
     for (const auto& sm : s.submodels) {
         if (sm.kind != dev::submodel_kind::decode) continue;
         std::cout << "  b" << sm.batch << "  " << sm.name << "\n";
+        if (sm.has_sampling_head()) {
+            // What one step's output copy moves with every live row in each head mode.
+            const auto bytes = [&](dev::head_mode mode) {
+                return std::uint64_t(sm.batch) * dev::head_row_d2h_bytes(mode, sm.head_k, s.vocab_size);
+            };
+            std::printf("  %-28s top-k %lld; D2H per full step: logits %llu B (%.3f ms), drawn %llu B (%.3f ms), "
+                        "top-k %llu B; head %.3f ms\n",
+                        "sampling head", static_cast<long long>(sm.head_k),
+                        static_cast<unsigned long long>(bytes(dev::head_mode::logits)), m.d2h_ms(bytes(dev::head_mode::logits)),
+                        static_cast<unsigned long long>(bytes(dev::head_mode::sample)), m.d2h_ms(bytes(dev::head_mode::sample)),
+                        static_cast<unsigned long long>(bytes(dev::head_mode::top_k)), m.head_ms(sm.batch));
+        }
         for (std::int64_t past : {std::int64_t{0}, s.context / 2, s.context - 1}) {
             const auto b = batch_step(m, sm.batch, past);
             const std::string label = "b" + std::to_string(sm.batch) + ", past " + std::to_string(past);
@@ -160,7 +172,7 @@ void print_latency(const dev::package_spec& s, const dev::sim::latency_constants
     std::printf("  %-28s copy, keep (add, div, state, shift: unsupported)\n", "KV sequence operations");
     std::uint64_t logits = 0;
     if (const auto* d = s.first_of(dev::submodel_kind::decode))
-        for (const auto& t : d->outputs) logits += t.bytes;
+        if (const auto* t = d->output("logits")) logits = t->bytes;
     std::printf("  %-28s %9.3f ms\n  %-28s %9.3f ms\n  %-28s %9.3f ms  (%llu parameter bytes)\n", "H2D decode inputs (8 B)",
                 m.h2d_ms(8), "D2H logits", m.d2h_ms(logits), "configure", m.configure_ms(),
                 static_cast<unsigned long long>(s.total_parameter_bytes()));

@@ -20,6 +20,7 @@ struct options {
     bool full_hash = false;
     std::vector<std::uint32_t> decode_batches;
     std::string kv = "bf16";
+    int sampling_head = -1;
 };
 
 int run_pack(const options& o) {
@@ -30,6 +31,7 @@ int run_pack(const options& o) {
     po.full_hash = o.full_hash;
     po.decode_batches = o.decode_batches;
     po.s8_v_cache = o.kv == "s8v";
+    po.sampling_head_k = o.sampling_head;
     auto tok = find_tokenizer(o.tokenizer);
     if (!tok) {
         std::cerr << "pack: " << tok.error().message << "\n";
@@ -45,7 +47,9 @@ int run_pack(const options& o) {
     for (const auto* m : p->decode_profiles()) profiles += (profiles.empty() ? "" : ",") + std::to_string(m->batch);
     std::cout << "packed " << o.preset << " -> " << p->root.string() << " (" << p->hashes.size() << " files + "
               << pkg::k_manifest_file << ", parameters " << p->total_param_bytes() << " B, decode batches " << profiles
-              << ", KV " << p->kv.batch << " x " << p->kv.context << " tokens, V " << pkg::to_string(p->kv.v_dtype) << ")\n";
+              << ", KV " << p->kv.batch << " x " << p->kv.context << " tokens, V " << pkg::to_string(p->kv.v_dtype)
+              << ", sampling head " << (p->sampling_head_k > 0 ? "top-k " + std::to_string(p->sampling_head_k) : std::string("none"))
+              << ")\n";
     return 0;
 }
 
@@ -65,6 +69,10 @@ const bool registered = register_command("pack", "write a synthetic calbin packa
     app.add_option("--kv-dtype", o->kv, "bf16 | s8v: V-cache as S8 with an FP32 scale per layer, KV head and position "
                                          "(the simulator runs the reference model's S8 V mode)")
         ->check(CLI::IsMember({"bf16", "s8v"}));
+    app.add_option("--sampling-head", o->sampling_head,
+                   "decode programs end in a sampling head returning top-k K (0 = logits only; default: tiny presets "
+                   "64, qwen3-30b-a3b-2chip none)")
+        ->check(CLI::Range(0, 4096));
     return [o] { return run_pack(*o); };
 });
 }  // namespace

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "config/config.hpp"
+#include "device/sampling_head.hpp"
 #include "model/package/capacity.hpp"
 #include "tools/command.hpp"
 
@@ -86,6 +87,24 @@ void print_kv_comparison(const pkg::kv_comparison& c) {
     std::cout << "\n";
 }
 
+// A decode profile's output copy per step (every row live) with and without the
+// sampling head, and the head's I/O buffers (sample_params in; sampled, rng_state,
+// top-k logits and ids, lse out; ping and pong).
+struct head_figures {
+    std::uint64_t logits = 0, drawn = 0, top_k = 0, io = 0;
+};
+head_figures head_bytes(const pkg::package& p, std::uint64_t batch) {
+    namespace dev = calserve::device;
+    const auto k = std::int64_t(p.sampling_head_k), vocab = std::int64_t(p.vocab);
+    head_figures h;
+    h.logits = batch * dev::head_row_d2h_bytes(dev::head_mode::logits, k, vocab);
+    h.drawn = batch * dev::head_row_d2h_bytes(dev::head_mode::sample, k, vocab);
+    h.top_k = batch * dev::head_row_d2h_bytes(dev::head_mode::top_k, k, vocab);
+    h.io = 2 * batch * (std::uint64_t(dev::k_head_row_words) * 4 + 4 + std::uint64_t(dev::k_head_rng_words) * 4 +
+                        std::uint64_t(k) * 8 + 4);
+    return h;
+}
+
 json::object to_json(const pkg::package& p, const pkg::capacity_plan& plan, const pkg::capacity_limits& l,
                      pkg::kv_dtype_choice kv) {
     json::array chips, table, profiles;
@@ -98,9 +117,18 @@ json::object to_json(const pkg::package& p, const pkg::capacity_plan& plan, cons
         const auto fit = pkg::max_context(p, batch, kv, l);
         table.push_back(json::object{{"batch", batch}, {"max_context", fit}, {"usable_context", std::min(fit, p.context)}});
     }
-    for (const auto& f : profile_fits(p, l, kv))
-        profiles.push_back(json::object{{"batch", f.sub->batch}, {"submodel", f.sub->name}, {"max_context", f.max_context},
-                                        {"usable_context", f.usable_context}, {"kv_tokens_per_row", f.kv_tokens_per_row}});
+    for (const auto& f : profile_fits(p, l, kv)) {
+        json::object o{{"batch", f.sub->batch}, {"submodel", f.sub->name}, {"max_context", f.max_context},
+                       {"usable_context", f.usable_context}, {"kv_tokens_per_row", f.kv_tokens_per_row}};
+        const auto h = head_bytes(p, f.sub->batch);
+        o["d2h_bytes_logits"] = h.logits;
+        if (p.sampling_head_k > 0) {
+            o["d2h_bytes_drawn"] = h.drawn;
+            o["d2h_bytes_top_k"] = h.top_k;
+            o["head_io_bytes"] = h.io;
+        }
+        profiles.push_back(std::move(o));
+    }
     return {{"package", p.root.string()}, {"batch", plan.batch}, {"context", plan.context},
             {"kv_dtype", pkg::to_string(kv)}, {"fits", plan.fits},
             {"prefix_cache_tokens", cached_beside(p, plan.batch, plan.context)}, {"chips", std::move(chips)},
@@ -132,6 +160,17 @@ void print_text(const pkg::package& p, const pkg::capacity_plan& plan, const pkg
         std::cout << "  b" << f.sub->batch << "  " << f.sub->name << ": fits up to " << f.max_context
                   << " tokens per row (usable with this calbin: " << f.usable_context << "); KV region gives "
                   << f.kv_tokens_per_row << " per row\n";
+    if (p.sampling_head_k > 0) {
+        std::cout << "sampling head (C3 extension, docs/device.md): top-k " << p.sampling_head_k
+                  << "; D2H per step, every row live: logits -> drawn tokens (top-k); head I/O buffers\n";
+        for (const auto* m : p.decode_profiles()) {
+            const auto h = head_bytes(p, m->batch);
+            std::cout << "  b" << m->batch << "  " << h.logits << " B -> " << h.drawn << " B (" << h.top_k << " B); "
+                      << h.io << " B\n";
+        }
+    } else {
+        std::cout << "sampling head: none (decode programs return logits only)\n";
+    }
     print_kv_comparison(pkg::compare_kv_dtypes(p, k_batches, l));
 }
 

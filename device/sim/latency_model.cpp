@@ -123,6 +123,11 @@ step_breakdown latency_model::decode_batch_step(std::span<const std::int64_t> pa
     return finish(b);
 }
 
+double latency_model::head_ms(std::int64_t rows) const {
+    if (c_.step_ms >= 0 || rows <= 0) return 0;
+    return bytes_ms(2.0 * 2.0 * static_cast<double>(spec_.vocab_size) * static_cast<double>(rows), c_.dram_gbps);
+}
+
 double latency_model::h2d_ms(std::uint64_t bytes) const { return bytes_ms(static_cast<double>(bytes), c_.pcie_gbps); }
 
 double latency_model::d2h_ms(std::uint64_t bytes) const {

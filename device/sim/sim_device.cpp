@@ -264,6 +264,7 @@ void_result sim_device::reset() {
         h2d_free_ns_ = compute_free_ns_ = d2h_free_ns_ = now;
         kv_->clear();
         seq_length_.clear();
+        head_jobs_.clear();
         reset_buffers();
         ++resets_;
         set_state(device_state::configured, "reset");

@@ -44,7 +44,9 @@
 #include "device/sim/host_cost.hpp"
 #include "device/sim/latency_model.hpp"
 #include "device/sim/scheduler.hpp"
+#include "device/sampling_head.hpp"
 #include "model/core/causal_lm.hpp"
+#include "model/sampling/sampling.hpp"
 
 namespace calserve::device::sim {
 
@@ -160,6 +162,19 @@ private:
         job_kind kind = job_kind::decode;
         double host_work = 0;               // host_cost_model::work of its live rows
         std::vector<std::byte> logits_out;  // the logits output as the device writes it, by the compute stage
+        // Sampling head (device/sampling_head.hpp): the rows' parameters as submitted (empty: the
+        // job wrote no sample_params, every row is logits), the job each chained row takes its
+        // token and RNG state from, and what the head computed (model_mutex_ guards them until
+        // the compute stage is done; then they are read-only).
+        std::vector<head_row> head;
+        std::vector<std::shared_ptr<job>> chain_from;
+        std::int64_t head_k = 0;
+        bool head_done = false;
+        std::vector<std::int32_t> sampled;     // per row, -1 when not drawn (or the draw failed)
+        std::vector<std::uint64_t> rng_out;    // 4 per row
+        std::vector<float> topk_logits;        // head_k per row
+        std::vector<std::int32_t> topk_ids;
+        std::vector<float> lse;
         bool compute_done = false;
         bool timer_done = false;
         bool finished = false;
@@ -200,8 +215,20 @@ private:
     buffer_set& buffers(std::size_t index, slot s) { return buffers_[index * k_slot_count + index_of(s)]; }
     const buffer_set& buffers(std::size_t index, slot s) const { return buffers_[index * k_slot_count + index_of(s)]; }
     std::int64_t tokens_of(const submodel_desc& sm, const buffer_set& b) const;
-    void_result validate_job(const submodel_desc& sm, const buffer_set& b, std::span<const seq_id> rows) const;
-    void_result validate_row(const submodel_desc& sm, const buffer_set& b, std::size_t row, seq_id seq) const;
+    void_result validate_job(const submodel_desc& sm, const buffer_set& b, std::span<const seq_id> rows,
+                             std::span<const head_row> head) const;
+    void_result validate_row(const submodel_desc& sm, const buffer_set& b, std::size_t row, seq_id seq,
+                             bool chained) const;
+    // Sampling head (sim_head.cpp): the rows of "sample_params" if written, the chain
+    // sources they name, the head's compute and its D2H bytes.
+    std::vector<head_row> head_rows(const submodel_desc& sm, const buffer_set& b) const;
+    result<std::vector<std::shared_ptr<job>>> resolve_chain(std::span<const head_row> head,
+                                                            std::span<const seq_id> rows) const;
+    void_result take_chained_tokens(job& j) const;   // model_mutex_ held
+    void run_head(job& j, std::span<const std::byte> bf16_logits);  // model_mutex_ held
+    void remember_head_job(const std::shared_ptr<job>& j);
+    std::uint64_t output_bytes(const job& j, const submodel_desc& sm) const;
+    void write_head_outputs(job& j, const submodel_desc& sm, buffer_set& b) const;
     step_breakdown modelled_step(const job& j, const submodel_desc& sm) const;
     std::vector<std::uint64_t> live_rows(const job& j) const;
     void decide_fate(job& j, const submodel_desc& sm, double& extra_compute_ms, double& extra_done_ms);
@@ -254,6 +281,12 @@ private:
     std::vector<std::vector<std::byte>> spare_encoded_;  // guarded by mutex_
 
     host_cost_model host_cost_;  // guarded by mutex_; learned from real-time computes only
+
+    // Jobs whose head output a later job may still chain from (the last few submitted
+    // with a sampling head), cleared by reset. Guarded by mutex_.
+    static constexpr std::size_t k_chain_window = 4;
+    std::deque<std::shared_ptr<job>> head_jobs_;
+    model::sampler head_sampler_;  // the head's scratch; guarded by model_mutex_
 
     std::mutex model_mutex_;  // the reference model is not thread-safe
     std::unique_ptr<model::causal_lm> model_;

@@ -37,7 +37,8 @@ std::vector<std::int32_t> read_i32(const std::vector<std::byte>& bytes, std::int
 
 // One live row of a job: its CSRs, KV, room, tokens and positions (row b's
 // tokens at [b x tokens, (b+1) x tokens) of the token and position inputs).
-void_result sim_device::validate_row(const submodel_desc& sm, const buffer_set& b, std::size_t row, seq_id seq) const {
+void_result sim_device::validate_row(const submodel_desc& sm, const buffer_set& b, std::size_t row, seq_id seq,
+                                     bool chained) const {
     const std::string who = sm.batch > 1 ? "row " + std::to_string(row) + ": " : std::string();
     if (!b.csr_cur[row] || !b.csr_past[row])
         return make_error(status::bad_csr, who + "cur_seq_len and past_kv_cur_seq_len must be written");
@@ -59,7 +60,7 @@ void_result sim_device::validate_row(const submodel_desc& sm, const buffer_set& 
                                                std::to_string(kv_->capacity_of(seq)) + " tokens; kv_apply first");
     const auto first = static_cast<std::int64_t>(row) * tokens;
     const auto toks = read_i32(b.inputs[input_index(sm, "token")], first + tokens);
-    for (std::int64_t i = first; i < first + tokens; ++i) {
+    for (std::int64_t i = first; i < first + tokens && !chained; ++i) {  // a chained row's token comes from its source
         const std::int32_t t = toks[static_cast<std::size_t>(i)];
         if (t < 0 || t >= spec_.vocab_size)
             return make_error(status::invalid_argument, who + "token id " + std::to_string(t) + " outside the vocabulary");
@@ -76,7 +77,8 @@ void_result sim_device::validate_row(const submodel_desc& sm, const buffer_set& 
     return {};
 }
 
-void_result sim_device::validate_job(const submodel_desc& sm, const buffer_set& b, std::span<const seq_id> rows) const {
+void_result sim_device::validate_job(const submodel_desc& sm, const buffer_set& b, std::span<const seq_id> rows,
+                                     std::span<const head_row> head) const {
     if (static_cast<std::int64_t>(rows.size()) != sm.batch)
         return make_error(status::invalid_argument, std::to_string(rows.size()) + " rows for " + sm.name + " of batch " +
                                                         std::to_string(sm.batch));
@@ -90,6 +92,7 @@ void_result sim_device::validate_job(const submodel_desc& sm, const buffer_set& 
     if (sm.batch > 1 && (sm.kind != submodel_kind::decode || tokens_of(sm, b) != 1))
         return make_error(status::unsupported, sm.name + ": batched jobs are one-token decode steps");
     for (std::size_t k = 0; k < sm.inputs.size(); ++k) {
+        if (sm.inputs[k].name == k_head_params) continue;  // optional: unwritten, every row gets its logits
         if (!b.written[k])
             return make_error(status::missing_tensor, sm.name + "/" + sm.inputs[k].name + " not written for this job");
     }
@@ -97,7 +100,8 @@ void_result sim_device::validate_job(const submodel_desc& sm, const buffer_set& 
         return make_error(status::unsupported, sm.name + " has no 'token' input");
     for (std::size_t row = 0; row < rows.size(); ++row) {
         if (rows[row] == k_padding_row) continue;  // padding: nothing of the row is read
-        if (auto r = validate_row(sm, b, row, rows[row]); !r) return r;
+        const bool chained = row < head.size() && head[row].chain_job != 0;
+        if (auto r = validate_row(sm, b, row, rows[row], chained); !r) return r;
     }
     return {};
 }
@@ -155,9 +159,14 @@ void sim_device::decide_fate(job& j, const submodel_desc& sm, double& extra_comp
 void sim_device::schedule_timing(job& j, const submodel_desc& sm, std::uint64_t h2d_bytes, double extra_compute_ms,
                                  double extra_done_ms) {
     const std::int64_t now = options_.scheduler->now().count();
-    std::uint64_t out_bytes = 0;
-    for (const auto& t : sm.outputs) out_bytes += t.bytes;
-    const auto step = modelled_step(j, sm);
+    const std::uint64_t out_bytes = output_bytes(j, sm);
+    auto step = modelled_step(j, sm);
+    if (!step.overridden && !j.head.empty()) {  // the head's passes over its rows' logits
+        std::int64_t drawn = 0;
+        for (std::size_t b = 0; b < j.head.size(); ++b)
+            if (j.rows[b] != k_padding_row && head_mode(j.head[b].mode) != head_mode::logits) ++drawn;
+        step.total_ms += latency_->head_ms(drawn);
+    }
     const std::int64_t compute_ns = ms_to_ns(step.total_ms + extra_compute_ms);
     auto& t = j.timing;
     t.submitted_ns = now;
@@ -193,9 +202,15 @@ result<job_id> sim_device::infer_rows(std::string_view submodel, slot s, std::sp
         if (slot_job_[index_of(s)])
             return make_error(status::submit_busy, std::string("slot ") + std::string(to_string(s)) + " has a job in flight");
         auto& b = buffers(*index, s);
-        if (auto r = validate_job(sm, b, rows); !r) return r.error();
+        auto head = head_rows(sm, b);
+        if (auto r = validate_job(sm, b, rows, head); !r) return r.error();
+        auto chain = resolve_chain(head, rows);
+        if (!chain) return chain.error();
         j = std::make_shared<job>();
         j->rows.assign(rows.begin(), rows.end());
+        j->head = std::move(head);
+        j->chain_from = std::move(*chain);
+        j->head_k = sm.head_k;
         const auto live = live_rows(*j);
         const fault_site site{sm.chip_mask, sm.name, live.front(), {}, live};
         if (options_.faults->check(fault_point::submit_busy, site))
@@ -224,6 +239,7 @@ result<job_id> sim_device::infer_rows(std::string_view submodel, slot s, std::sp
         std::fill(b.csr_past.begin(), b.csr_past.end(), std::nullopt);
         b.output_valid = false;
         slot_job_[index_of(s)] = j->id;
+        remember_head_job(j);
         in_flight_.push_back(j);
         jobs_.emplace(j->id, j);
         ++jobs_submitted_;
@@ -314,10 +330,15 @@ void sim_device::run_model(const job_ptr& j) {
             }
         }
         const auto started = std::chrono::steady_clock::now();
-        r = compute_rows(*j, logits);
+        r = take_chained_tokens(*j);
+        if (r) r = compute_rows(*j, logits);
         host_ns = double(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count());
     }
     if (r) encode_logits(*j, logits, encoded);
+    if (r && !j->head.empty()) {
+        std::lock_guard model_lock(model_mutex_);  // the head's sampler scratch; chained jobs read its outputs
+        run_head(*j, encoded);
+    }
     pending_calls calls;
     {
         std::lock_guard lock(mutex_);
@@ -398,6 +419,7 @@ void sim_device::write_logits(job& j) {
         }
         if (b.outputs[k].size() != t.bytes) b.outputs[k].assign(t.bytes, std::byte{0});
     }
+    if (sm.has_sampling_head()) write_head_outputs(j, sm, b);
     b.output_valid = true;
 }
 

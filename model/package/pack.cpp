@@ -212,6 +212,8 @@ result<package> pack(const pack_options& o) {
     if (auto r = apply_model_dims(*spec); !r) return r.error();
     if (auto r = apply_decode_batches(*spec, o); !r) return r.error();
     if (o.s8_v_cache) spec->v_dtype = dtype::int8;
+    if (o.sampling_head_k > 4096) return make_error(status::invalid_argument, "sampling head top-k above 4096");
+    if (o.sampling_head_k >= 0) spec->sampling_head_k = std::uint32_t(o.sampling_head_k);
     if (auto r = prepare_out_dir(o.out); !r) return r.error();
     package p = layout_of(*spec);
     p.root = fs::absolute(o.out);
@@ -253,7 +255,7 @@ bool pack_is_current(const fs::path& dir, const std::string& preset) {
     if (!p || !spec || p->preset != preset) return false;
     std::vector<std::uint32_t> batches;
     for (const auto* m : p->decode_profiles()) batches.push_back(m->batch);
-    return batches == spec->decode_batches && fs::exists(p->reference_model_dir / k_golden_corpus_file, ec);
+    return batches == spec->decode_batches && p->sampling_head_k == spec->sampling_head_k && fs::exists(p->reference_model_dir / k_golden_corpus_file, ec);
 }
 
 }  // namespace calserve::model::package

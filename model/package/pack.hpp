@@ -29,6 +29,7 @@ struct pack_options {
     bool full_hash = false;               // also record full SHA-256 of big sparse blocks
     std::vector<std::uint32_t> decode_batches;  // decode profiles; empty: the preset's (tiny 1..16, replica 1)
     bool unchecked_profiles = false;  // tests only: write profiles check_decode_batches refuses
+    int sampling_head_k = -1;         // decode programs' sampling head: top-k size, 0 = none, -1 = the preset's
     bool s8_v_cache = false;          // KV V stored as S8 (per-position FP32 scales); the golden corpus too
 };
 

@@ -177,6 +177,10 @@ struct package {
     std::string preset;              // pack preset that wrote it, "" for foreign packages
     std::uint32_t context = 0;       // calbin context capacity (tokens)
     std::uint32_t batch = 1;         // largest decode batch profile
+    // Sampling head (a C3 extension, docs/device.md "Sampling head"): every decode program
+    // ends in a head that samples each row on the device, or returns its top-k logits
+    // (k = this) with their ids and the row's log-sum-exp. 0 = no head (logits only).
+    std::uint32_t sampling_head_k = 0;
     std::uint32_t vocab = 0;
     topology topo;
     kv_layout kv;

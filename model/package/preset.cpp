@@ -71,6 +71,7 @@ preset_spec tiny_base(std::string name, std::string synthetic, std::uint32_t chi
     s.decode_sram_scratch = 16 * 1024;
     s.prefill_sram_scratch = 64 * 1024;
     s.decode_batches = {1, 2, 4, 8, 16};
+    s.sampling_head_k = 64;
     s.kv_for_profiles = true;
     s.onnx_path = "onnx/" + s.submodel_stem + ".onnx";
     s.calcc_commit = "0000000000000000000000000000000000c0ffee";
@@ -260,6 +261,7 @@ package build_layout(const preset_spec& s) {
     p.context = s.context;
     p.batch = s.decode_batches.empty() ? 1 : *std::max_element(s.decode_batches.begin(), s.decode_batches.end());
     p.vocab = s.vocab;
+    p.sampling_head_k = s.sampling_head_k;
     p.topo = {s.chips, s.calcores, s.chips};
     p.layout = {"D0_tiled", 16};
     p.runtime_version = "0.7.6";

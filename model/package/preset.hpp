@@ -36,6 +36,7 @@ struct preset_spec {
     std::string submodel_stem;    // "qwen3_30b_a3b"
     std::uint32_t chips = 1, calcores = 2, context = 4096, vocab = 151936;
     std::vector<std::uint32_t> decode_batches{1};  // decode profiles, ascending, first 1
+    std::uint32_t sampling_head_k = 0;             // decode programs end in a sampling head (top-k size); 0 = none
     std::uint32_t kv_slots = 1;                    // sequences of full context the KV region holds
     bool kv_for_profiles = false;  // pack sizes kv_slots with the planner for the largest profile
     dtype v_dtype = dtype::bf16;   // KV V dtype: bf16, or int8 (S8 V-cache, FP32 scale per position)

@@ -94,6 +94,12 @@ void check_profiles(validation_context& c) {
     if (!batches.empty() && c.pkg.batch != *batches.rbegin())
         c.add("D_BATCH_MISMATCH", severity::error, 'D', "calserve-manifest.json",
               "batch " + std::to_string(c.pkg.batch) + " != largest decode profile " + std::to_string(*batches.rbegin()));
+    // Sampling head (C3 extension, docs/device.md): every decode program returns top-k K
+    // of a row; K must be a real cut of the vocabulary and bounded (the head sorts K).
+    if (c.pkg.sampling_head_k > 0 && (c.pkg.sampling_head_k > c.pkg.vocab || c.pkg.sampling_head_k > 4096))
+        c.add("D_SAMPLING_HEAD", severity::error, 'D', "calserve-manifest.json",
+              "sampling head top_k " + std::to_string(c.pkg.sampling_head_k) + " outside 1..min(vocab " +
+                  std::to_string(c.pkg.vocab) + ", 4096)");
 }
 
 void agree(validation_context& c, const char* code, const std::string& what, std::uint64_t want,

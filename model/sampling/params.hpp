@@ -24,4 +24,13 @@ struct sampling_params {
     bool greedy() const { return temperature == 0.0f; }
 };
 
+/// A device's sampling head can draw this row (docs/device.md "Sampling head"): the draw
+/// needs only the row's logits, temperature, top-k/top-p/min-p and RNG, never the
+/// token history (penalties), a bias or logprobs. A token mask (grammar) is the
+/// caller's to rule out.
+inline bool head_can_sample(const sampling_params& p) {
+    return p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f && p.repetition_penalty == 1.0f &&
+           p.logit_bias.empty() && !p.logprobs && p.top_logprobs == 0;
+}
+
 }  // namespace calserve::model

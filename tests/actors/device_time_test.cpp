@@ -45,7 +45,7 @@ TEST_CASE("device time per request: one step per token, summing to the device bu
         CHECK(r.device_first_s <= r.ttft_s);
         // The host sees each job last at least its modelled compute, and within the request.
         CHECK(r.device_wall_s >= r.device_s);
-        CHECK(r.device_wall_s <= r.e2e_s);
+        CHECK(r.device_wall_s <= r.e2e_s + 1e-9);  // chained jobs' walls abut: summing may round up
         device_total += r.device_s;
     }
     // Every job's compute is attributed once: to its request, or split evenly over a batch's rows.

@@ -1,5 +1,7 @@
 #include "tests/actors/engine_fixture.hpp"
 
+#include "actors/batch_tick_actor.hpp"
+
 #include <catch2/catch.hpp>
 
 #include "actors/device_actor.hpp"
@@ -49,7 +51,10 @@ engine_harness::~engine_harness() {
 void engine_harness::run_until_done(double limit_s) {
     auto limit = rt.now() + std::chrono::nanoseconds(std::int64_t(limit_s * 1e9));
     rt.run_until_idle();
-    while (engine->in_flight() > 0 && rt.now() < limit && rt.advance_to_next_timer()) {
+    // Also until the scheduler holds no sequence: a chained step past a request's end
+    // (token chaining) still holds its row's KV until the device returns it.
+    while ((engine->in_flight() > 0 || engine->batch_tick().sequences() > 0) && rt.now() < limit &&
+           rt.advance_to_next_timer()) {
     }
     rt.run_until_idle();
 }

@@ -141,7 +141,16 @@ TEST_CASE("plan_next_job table (one decode group)", "[actors][schedule]") {
     auto awaiting = [](seq_view s) { s.ready = false; s.awaiting = true; return s; };
     auto in_flight = [](seq_view s) { s.ready = false; s.in_job = true; return s; };
     auto prefilling = [](seq_view s) { s.ready = false; s.in_job = true; s.in_prefill = true; return s; };
+    auto chainable = [](seq_view s) { s.ready = false; s.in_job = true; s.chainable = true; return s; };
     std::vector<row> rows = {
+        {"token chaining: rows in the other slot's job, drawn on the device, form the next step now", 16,
+         {chainable(decode_seq(1, 0)), chainable(decode_seq(2, 0))}, {1, true}, {}, decode({1, 2})},
+        {"token chaining: a ready row joins the chained rows", 16,
+         {chainable(decode_seq(1, 2)), decode_seq(2, 1), chainable(decode_seq(3, 3))}, {1, true}, {}, decode({1, 2, 3})},
+        {"token chaining: a row of that job the device does not draw holds the step", 16,
+         {chainable(decode_seq(1, 0)), in_flight(decode_seq(2, 0))}, {1, true}, {}, std::nullopt},
+        {"token chaining: two groups never chain (a group's rows stay in their slot)", 16,
+         {chainable(decode_seq(1, 0, 0)), chainable(decode_seq(2, 0, 0))}, {1, true}, {}, std::nullopt},
         {"every decoder in one batch, groups ignored", 16,
          {decode_seq(1, 4, 1), decode_seq(2, 3, 0), decode_seq(3, 2), decode_seq(4, 1, 1)}, {0, true}, {},
          decode({1, 2, 3, 4})},
@@ -161,7 +170,7 @@ TEST_CASE("plan_next_job table (one decode group)", "[actors][schedule]") {
     };
     for (const auto& r : rows) {
         INFO(r.name);
-        schedule_params params{1, 2s, r.max_batch, 2, 1};
+        schedule_params params{1, 2s, r.max_batch, 2, r.name == std::string_view("token chaining: two groups never chain (a group's rows stay in their slot)") ? 2 : 1};
         auto got = plan_next_job(r.seqs, r.state, params, 10ms, r.where);
         REQUIRE(got == r.expected);
     }

@@ -32,7 +32,7 @@ const std::map<std::string, std::vector<std::string>> k_allowed = {
     {"model/grammar", {"model/tokenizer"}},
     {"model/sampling", {"model/core"}},
     {"model/package", {"model/cpu"}},
-    {"device", {"model/package"}},
+    {"device", {"model/package", "model/sampling"}},
     {"metrics", {"device"}},
     {"actors/runtime", {"config"}},
     {"actors", {"actors/runtime", "metrics", "model/sampling", "model/grammar"}},

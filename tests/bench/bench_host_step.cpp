@@ -3,6 +3,10 @@
 // BF16 logits (the Sampler actor's sample_batch with runtime.sampler_threads=2),
 // the NaN/Inf check of those logits, and streaming each row's token (stream decoder, stop matcher, the OpenAI SSE
 // chunk). Issue bar: < 1 ms per step. Greedy and top-p (T 0.8, p 0.95) rows.
+// With the decode programs' sampling head (BM_host_step_b16_head_*): no logits reach
+// the host; the step's host work is the plan, the head's parameters of the next step,
+// reading 16 drawn tokens and RNG states, applying them to the rows, the Sampler's pass
+// (nothing left to draw) and the streaming. Issue bar: <= 0.1 ms per step.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -13,6 +17,7 @@
 #include <random>
 #include <vector>
 
+#include "actors/chip_session_actor.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/sampler_actor.hpp"
 #include "actors/schedule_policy.hpp"
@@ -121,6 +126,52 @@ void host_step(benchmark::State& state, bool greedy) {
     benchmark::DoNotOptimize(bytes);
     state.SetItemsProcessed(std::int64_t(state.iterations() * k_rows));
 }
+
+void host_step_head(benchmark::State& state, bool greedy) {
+    step_fixture f(greedy);
+    if (!f.tok) {
+        state.SkipWithError("no tokenizer (set CALSERVE_TOKENIZER_DIR)");
+        return;
+    }
+    model::thread_pool pool(2);
+    std::vector<model::sampler> samplers(2);
+    schedule_params params;
+    params.max_batch = 16;
+    f.job.drawn.assign(k_rows, 1);
+    f.job.logits.clear();  // the head returns no logits
+    // The head's outputs as the device returns them: a token and an RNG state per row.
+    std::vector<std::int32_t> drawn(k_rows);
+    std::vector<std::uint64_t> states(k_rows * 4);
+    std::mt19937 gen(5);
+    for (auto& t : drawn) t = std::int32_t(gen() % 30000);
+    for (auto& s : states) s = gen() | 1;
+    std::vector<device::head_row> head(k_rows);
+    std::size_t bytes = 0;
+    for (auto _ : state) {
+        auto plan = plan_next_job(f.views, {}, params, std::chrono::milliseconds(1), slot_view{0, true});
+        benchmark::DoNotOptimize(plan);
+        head_params_of(f.job, head);  // the next step's sample_params (H2D)
+        benchmark::DoNotOptimize(head.data());
+        auto read = take_draws(f.job, std::as_bytes(std::span(drawn)), std::as_bytes(std::span(states)));
+        benchmark::DoNotOptimize(read);
+        apply_draws(f.job);
+        sample_batch(f.job, samplers, &pool);  // every row drawn: nothing to sample
+        for (std::size_t r = 0; r < k_rows; ++r) {
+            auto& seq = *f.job.rows[r];
+            const token_id t = seq.tokens.back();
+            auto flushed = f.matchers[r].push(f.decoders[r].push(t));
+            bytes += f.builders[r]->token_chunk(generated_token{t, std::move(flushed.released), 0, {}}).size();
+            seq.tokens.resize(std::size_t(seq.prompt_len));
+        }
+    }
+    benchmark::DoNotOptimize(bytes);
+    state.SetItemsProcessed(std::int64_t(state.iterations() * k_rows));
+}
+
+void BM_host_step_b16_head_greedy(benchmark::State& state) { host_step_head(state, true); }
+void BM_host_step_b16_head_top_p(benchmark::State& state) { host_step_head(state, false); }
+BENCHMARK(BM_host_step_b16_head_greedy)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_host_step_b16_head_top_p)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_host_step_b16_greedy(benchmark::State& state) { host_step(state, true); }
 void BM_host_step_b16_top_p(benchmark::State& state) { host_step(state, false); }

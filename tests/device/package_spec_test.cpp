@@ -64,12 +64,19 @@ TEST_CASE("package_spec lists every decode profile with [B,1] inputs, [B,1,vocab
         CHECK(spec->find(d.name) == &d);
         CHECK(d.batch == b);
         CHECK(d.max_tokens == 1);
-        REQUIRE(d.inputs.size() == 2);
+        // token, position, and the sampling head's sample_params (the tiny presets pack a head).
+        REQUIRE(d.inputs.size() == 3);
+        CHECK(d.inputs[2].name == "sample_params");
+        CHECK(d.inputs[2].shape == std::vector<std::int64_t>{b, 16});
+        CHECK(d.head_k == 64);
         CHECK(d.inputs[0].name == "token");
         CHECK(d.inputs[0].shape == std::vector<std::int64_t>{b, 1});
         CHECK(d.inputs[0].type == dtype::int32);
         CHECK(d.inputs[1].shape == std::vector<std::int64_t>{b, 1});
-        REQUIRE(d.outputs.size() == 1);
+        REQUIRE(d.outputs.size() == 6);  // logits, then sampled, rng_state, topk_logits, topk_ids, lse
+        CHECK(d.outputs[1].name == "sampled");
+        CHECK(d.outputs[1].bytes == std::uint64_t(4 * b));
+        CHECK(d.outputs[3].shape == std::vector<std::int64_t>{b, 64});
         CHECK(d.outputs[0].shape == std::vector<std::int64_t>{b, 1, spec->vocab_size});
         CHECK(d.outputs[0].type == dtype::bf16);
         REQUIRE(d.csrs.size() == 2);

@@ -1,0 +1,235 @@
+// Sampling on the device and token chaining (docs/device.md "Sampling head"), on the
+// deterministic runtime with the simulated NPU: every stream drawn by the decode
+// programs' sampling head, with steps chained on the device, equals host sampling of
+// the same request token for token (greedy and seeded), also across stop ids,
+// cancellation, preemption and a device fault with chained steps in flight.
+#include <algorithm>
+
+#include <catch2/catch.hpp>
+
+#include "actors/batch_tick_actor.hpp"
+#include "actors/kv_manager_actor.hpp"
+#include "device/fault_points.hpp"
+#include "tests/actors/engine_fixture.hpp"
+
+using namespace calserve;
+using namespace calserve::actors;
+using calserve::test::engine_harness;
+using calserve::test::recording_sink;
+
+namespace {
+
+// The host samples every row and nothing is chained: the reference for every stream here.
+const std::vector<std::string> k_host{"runtime.max_batch=16", "log.level=warn", "device.sampling_head=false"};
+// The defaults: the head draws, steps are chained.
+const std::vector<std::string> k_device{"runtime.max_batch=16", "log.level=warn"};
+
+struct stream {
+    std::string id;
+    generation_request request;
+    std::shared_ptr<recording_sink> sink = std::make_shared<recording_sink>();
+};
+
+// A mix of greedy and seeded rows: temperature with top-p, top-k, min-p.
+generation_request request_of(engine_harness& h, int i, std::int64_t max_tokens) {
+    auto r = h.greedy("s" + std::to_string(i), calserve::test::random_prompt(4100 + i, 3 + i % 7), max_tokens);
+    switch (i % 4) {
+        case 1: r.sampling.temperature = 0.9f, r.sampling.top_p = 0.9f; break;
+        case 2: r.sampling.temperature = 1.2f, r.sampling.top_k = 20; break;
+        case 3: r.sampling.temperature = 0.7f, r.sampling.min_p = 0.05f; break;
+        default: break;
+    }
+    if (i % 4 != 0) r.sampling.seed = 77 + std::uint64_t(i);
+    return r;
+}
+
+// Runs `requests` together on a fresh package engine with `cfg`; the streams' tokens.
+std::vector<std::vector<token_id>> run_all(const std::vector<std::string>& cfg, const std::vector<generation_request>& requests,
+                                           engine_harness** keep = nullptr) {
+    static std::unique_ptr<engine_harness> last;
+    INFO("config: " << cfg.back());
+    last = std::make_unique<engine_harness>(calserve::test::on_package, cfg);
+    std::vector<std::shared_ptr<recording_sink>> sinks;
+    for (const auto& r : requests) {
+        sinks.push_back(std::make_shared<recording_sink>());
+        REQUIRE(last->engine->submit(r, sinks.back()).ok());
+    }
+    last->run_until_done();
+    std::vector<std::vector<token_id>> out;
+    for (auto& s : sinks) {
+        REQUIRE(s->finishes == 1);
+        out.push_back(s->tokens);
+    }
+    CHECK(last->engine->kv_manager().pool().reserved_blocks() == 0);
+    CHECK(last->engine->batch_tick().sequences() == 0);
+    CHECK(last->rt.failures().empty());
+    if (keep) *keep = last.get();
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("device-drawn, chained streams equal host sampling token for token", "[engine][sampling_head]") {
+    engine_harness probe(calserve::test::on_package, k_device);
+    std::vector<generation_request> requests;
+    for (int i = 0; i < 12; ++i) requests.push_back(request_of(probe, i, 10 + i % 7));
+    const auto host = run_all(k_host, requests);
+    engine_harness* dev = nullptr;
+    const auto device = run_all(k_device, requests, &dev);
+    REQUIRE(dev != nullptr);
+    CHECK(dev->metrics.device_drawn_rows.value() > 0);  // the head drew them
+    CHECK(dev->metrics.chained_steps.value() > 0);      // and steps were chained
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+        INFO(requests[i].id);
+        CHECK(device[i] == host[i]);
+        CHECK(std::int64_t(device[i].size()) == requests[i].max_tokens);
+    }
+    // The output copy carries a token and an RNG state per drawn row, not its logits (the
+    // prefills still copy theirs).
+    const double device_d2h = dev->metrics.d2h_bytes.value();
+    engine_harness* host_engine = nullptr;
+    run_all(k_host, requests, &host_engine);
+    CHECK(device_d2h * 10 < host_engine->metrics.d2h_bytes.value());
+    // The head alone (no chaining) draws the same tokens too.
+    auto head_only = k_device;
+    head_only.push_back("runtime.chain_tokens=false");
+    engine_harness* unchained = nullptr;
+    CHECK(run_all(head_only, requests, &unchained) == host);
+    CHECK(unchained->metrics.chained_steps.value() == 0);
+}
+
+TEST_CASE("a chained stream ends exactly at its stop id; the step past it is never streamed", "[engine][sampling_head]") {
+    engine_harness probe(calserve::test::on_package, k_device);
+    std::vector<generation_request> requests;
+    for (int i = 0; i < 8; ++i) requests.push_back(request_of(probe, 20 + i, 14));
+    const auto full = run_all(k_host, requests);
+    std::vector<std::vector<token_id>> want;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+        const auto stop = full[i][2 + i % 6];
+        requests[i].stop_token_ids = {stop};
+        want.emplace_back(full[i].begin(), std::find(full[i].begin(), full[i].end(), stop));
+    }
+    CHECK(run_all(k_device, requests) == want);
+    CHECK(run_all(k_host, requests) == want);
+}
+
+TEST_CASE("cancelling chained streams: prefixes of host sampling, KV returned, nothing after the cancel", "[engine][sampling_head]") {
+    std::vector<generation_request> requests;
+    engine_harness h(calserve::test::on_package, k_device);
+    for (int i = 0; i < 10; ++i) requests.push_back(request_of(h, 40 + i, 30));
+    const auto host = run_all(k_host, requests);
+    std::vector<stream> streams;
+    for (auto& r : requests) {
+        stream s;
+        s.id = r.id;
+        s.request = r;
+        REQUIRE(h.engine->submit(s.request, s.sink).ok());
+        streams.push_back(std::move(s));
+    }
+    std::vector<std::size_t> at_cancel(streams.size(), 0);
+    for (int step = 0; step < 6; ++step) {
+        h.rt.run_for(std::chrono::milliseconds(2));
+        const auto i = std::size_t(step) * 2 % streams.size();
+        at_cancel[i] = streams[i].sink->tokens.size();
+        h.engine->cancel(streams[i].id);
+    }
+    h.run_until_done();
+    CHECK(h.metrics.chained_steps.value() > 0);
+    for (std::size_t i = 0; i < streams.size(); ++i) {
+        INFO(streams[i].id);
+        REQUIRE(streams[i].sink->finishes == 1);
+        const auto& got = streams[i].sink->tokens;
+        REQUIRE(got.size() <= host[i].size());
+        CHECK(std::equal(got.begin(), got.end(), host[i].begin()));
+        if (i % 2 == 0 && i < 12) CHECK(got.size() == at_cancel[i]);  // cancelled: no token streamed after it
+    }
+    CHECK(h.engine->kv_manager().pool().reserved_blocks() == 0);
+    CHECK(h.rt.failures().empty());
+}
+
+TEST_CASE("a device fault with chained steps in flight: same tokens as host sampling, one reset", "[engine][sampling_head][faults]") {
+    std::vector<generation_request> requests;
+    engine_harness h(calserve::test::on_package, k_device);
+    for (int i = 0; i < 10; ++i) requests.push_back(request_of(h, 60 + i, 24));
+    const auto host = run_all(k_host, requests);
+    std::vector<stream> streams;
+    for (auto& r : requests) {
+        stream s;
+        s.request = r;
+        REQUIRE(h.engine->submit(s.request, s.sink).ok());
+        streams.push_back(std::move(s));
+    }
+    for (int i = 0; i < 1000 && h.metrics.chained_steps.value() < 3; ++i) h.rt.run_for(std::chrono::microseconds(200));
+    REQUIRE(h.metrics.chained_steps.value() >= 3);  // decoding in chained batches now
+    device::fault_spec f;
+    f.point = device::fault_point::ccu_exception;
+    REQUIRE(h.engine->faults()->arm(f).ok());
+    h.run_until_done();
+    CHECK(h.engine->device_resets() == 1);
+    for (std::size_t i = 0; i < streams.size(); ++i) {
+        INFO(requests[i].id);
+        REQUIRE(streams[i].sink->finishes == 1);
+        CHECK(streams[i].sink->tokens == host[i]);
+    }
+    CHECK(h.engine->kv_manager().pool().reserved_blocks() == 0);
+    CHECK(h.rt.failures().empty());
+}
+
+TEST_CASE("NaN logits under the sampling head are a device fault, recovered with the same tokens", "[engine][sampling_head][faults]") {
+    std::vector<generation_request> requests;
+    engine_harness h(calserve::test::on_package, k_device);
+    for (int i = 0; i < 6; ++i) requests.push_back(request_of(h, 80 + i, 16));
+    const auto host = run_all(k_host, requests);
+    std::vector<stream> streams;
+    for (auto& r : requests) {
+        stream s;
+        s.request = r;
+        REQUIRE(h.engine->submit(s.request, s.sink).ok());
+        streams.push_back(std::move(s));
+    }
+    for (int i = 0; i < 1000 && h.metrics.chained_steps.value() < 3; ++i) h.rt.run_for(std::chrono::microseconds(200));
+    device::fault_spec f;
+    f.point = device::fault_point::logits_nan;
+    REQUIRE(h.engine->faults()->arm(f).ok());
+    h.run_until_done();
+    CHECK(h.engine->device_resets() == 1);
+    for (std::size_t i = 0; i < streams.size(); ++i) {
+        INFO(requests[i].id);
+        REQUIRE(streams[i].sink->finishes == 1);
+        CHECK(streams[i].sink->tokens == host[i]);
+    }
+    CHECK(h.rt.failures().empty());
+}
+
+TEST_CASE("preemption under a KV cap with chaining: all complete, tokens equal host sampling", "[engine][sampling_head][kv]") {
+    auto cap = [](std::vector<std::string> cfg) {
+        // 16-token blocks, 12 in all: eight sequences of up to 70 tokens cannot all hold their KV.
+        cfg.push_back("runtime.kv_blocks=12");
+        cfg.push_back("runtime.kv_step_tokens=16");
+        cfg.push_back("device.sim.kv_block_tokens=16");
+        return cfg;
+    };
+    engine_harness probe(calserve::test::on_package, k_device);
+    std::vector<generation_request> requests;
+    for (int i = 0; i < 8; ++i) requests.push_back(request_of(probe, 100 + i, 48 + i));
+    const auto host = run_all(cap(k_host), requests);
+    engine_harness* dev = nullptr;
+    CHECK(run_all(cap(k_device), requests, &dev) == host);
+    CHECK(dev->engine->batch_tick().preemptions() > 0);
+    CHECK(dev->metrics.chained_steps.value() > 0);
+}
+
+TEST_CASE("rows that need their logits (logprobs, penalties) are sampled on the host beside device-drawn rows", "[engine][sampling_head]") {
+    engine_harness probe(calserve::test::on_package, k_device);
+    std::vector<generation_request> requests;
+    for (int i = 0; i < 8; ++i) {
+        auto r = request_of(probe, 120 + i, 12);
+        if (i % 3 == 0) r.sampling.logprobs = true, r.sampling.top_logprobs = 3;
+        if (i % 3 == 1) r.sampling.frequency_penalty = 0.5f;
+        requests.push_back(std::move(r));
+    }
+    const auto host = run_all(k_host, requests);
+    engine_harness* dev = nullptr;
+    CHECK(run_all(k_device, requests, &dev) == host);
+    CHECK(dev->metrics.device_drawn_rows.value() > 0);
+}
