@@ -53,6 +53,7 @@
 
 #include "model/core/aligned.hpp"
 #include "model/core/thread_pool.hpp"
+#include "model/cpu/kernels.hpp"
 
 namespace calserve::model {
 
@@ -89,11 +90,12 @@ public:
     // Bytes allocated for keys, values and value scales.
     std::int64_t bytes() const;
 
-    // [head_dim][64]: key j of the page, dimension d at d * 64 + j.
+    // [head_dim / 2][64][2]: key j of the page, dimension d at (d / 2 * 64 + j) * 2 + d % 2.
     const kv_element* keys(std::int64_t layer, std::int64_t page, std::int64_t kv_head) const {
         return reinterpret_cast<const kv_element*>(page_data(layer, page) + key_offset(kv_head));
     }
-    // [64][head_stride]: value j of the page at j * head_stride (BF16 elements, or int8 in S8).
+    // BF16: [32][head_stride][2], value j of the page, dimension d at (j / 2 * head_stride + d) * 2 + j % 2;
+    // S8: [64][head_stride] int8, value j at j * head_stride.
     const std::byte* values(std::int64_t layer, std::int64_t page, std::int64_t kv_head) const {
         return page_data(layer, page) + value_offset(kv_head);
     }
@@ -120,6 +122,10 @@ private:
     }
     std::int64_t page_bytes() const { return v_dtype_ == v_cache_dtype::s8 ? scale_offset(kv_heads_) : value_offset(kv_heads_); }
 
+    // Element indices of key / value (position j of the page, dimension d) in a head's block.
+    static std::int64_t key_index(std::int64_t j, std::int64_t d) { return (d / 2 * k_kv_page_tokens + j) * 2 + d % 2; }
+    std::int64_t value_index(std::int64_t j, std::int64_t d) const { return (j / 2 * head_stride_ + d) * 2 + j % 2; }
+
     std::int64_t kv_heads_ = 0, head_dim_ = 0, head_stride_ = 0;
     v_cache_dtype v_dtype_ = v_cache_dtype::bf16;
     std::vector<std::vector<simd_vector<std::byte>>> pages_;  // [layer][page]
@@ -142,6 +148,7 @@ struct attention_args {
     std::int64_t ldq = 0;
     float* out = nullptr;
     std::int64_t ldo = 0;
+    arithmetic arith = arithmetic::fp32;  // bf16: the products of attention.hpp's bf16 mode
 };
 
 // Causal attention of every row; rows of the same cache next to each other in
