@@ -160,13 +160,15 @@ CALSERVE_AVX512_ISA void dot_block_bf16_avx512(const tensor_view& w, std::int64_
 
 #pragma GCC diagnostic pop
 
-// Rows [r0, r1) against NV vectors in blocks of k_block_rows rows (the rest one by one).
+// Rows [r0, r1) against NV vectors in blocks of k_block_rows rows (the rest one by one)
+// when they are in cache; rows streamed from memory go one at a time, a single
+// sequential stream (three interleaved streams made batch-4 decode 0.75x as fast).
 constexpr int k_block_rows = 3;  // 3 rows x 4 vectors x 2 = 24 accumulators of the 32 registers
 template <int NV>
 void rows_blocked_bf16(const tensor_view& w, std::int64_t r0, std::int64_t r1, const float* x, std::int64_t ldx,
                        float* y, std::int64_t ldy, bool stream) {
     std::int64_t r = r0;
-    for (; r + k_block_rows <= r1; r += k_block_rows)
+    for (; !stream && r + k_block_rows <= r1; r += k_block_rows)
         dot_block_bf16_avx512<k_block_rows, NV>(w, r, x, ldx, y + (r - r0), ldy, stream);
     for (; r < r1; ++r) dot_block_bf16_avx512<1, NV>(w, r, x, ldx, y + (r - r0), ldy, stream);
 }
