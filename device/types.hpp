@@ -137,6 +137,10 @@ struct device_info {
     std::uint32_t calcores_per_chip = 0;
     std::uint64_t dram_bytes_per_chip = 0;
     std::uint64_t sram_bytes_per_chip = 0;
+    // The arithmetic mode its numbers come from ("fp32" or "bf16", model/cpu/kernels.hpp;
+    // the simulator and the cpu backend: their reference transformer's). Empty: not said.
+    // A golden corpus is checked only against a device of its own mode.
+    std::string arithmetic;
 };
 
 enum class device_state : std::uint8_t { created, loaded, configured, ready, faulted, lost };

@@ -83,6 +83,8 @@ std::optional<error_info> step_failure(const generation_result& r, const std::st
 result<golden_work> golden_work_of(serving_engine& engine) {
     auto corpus = pkg::read_golden_corpus(engine.dev().package().reference_model_dir / pkg::k_golden_corpus_file);
     if (!corpus) return make_error(status::package_invalid, "golden check: " + corpus.error().message);
+    if (auto r = pkg::check_golden_arithmetic(*corpus, engine.dev().info().arithmetic); !r)
+        return make_error(status::package_invalid, "golden check: " + r.error().message);
     golden_work w;
     w.corpus = std::move(*corpus);
     for (const auto& c : w.corpus) {

@@ -1,4 +1,5 @@
-// `calserve reference`: the greedy golden corpus (prompts JSONL in, steps JSONL out).
+// `calserve reference`: the greedy golden corpus (prompts JSONL in, steps JSONL out),
+// every line naming the arithmetic mode it was computed in.
 #include <CLI/CLI.hpp>
 #include <boost/json.hpp>
 #include <fstream>
@@ -25,6 +26,7 @@ struct options {
     int threads = 2;
     int tensor_parallel = 1;
     std::string tokenizer;  // for text prompts when the model directory has no tokenizer.json
+    std::string arithmetic = "fp32";  // the mode the corpus is computed in (written on every line)
 };
 
 struct prompt {
@@ -81,7 +83,7 @@ result<prompt> encode_text(prompt p, const options& o, std::shared_ptr<const mod
     return p;
 }
 
-json::object to_json(const prompt& p, const model::greedy_run& run) {
+json::object to_json(const prompt& p, const model::greedy_run& run, model::arithmetic arith) {
     json::array prompt_ids, generated, steps;
     for (auto t : p.ids) prompt_ids.emplace_back(t);
     for (auto t : run.generated) generated.emplace_back(t);
@@ -90,7 +92,7 @@ json::object to_json(const prompt& p, const model::greedy_run& run) {
         for (const auto& [id, logit] : s.top) top.emplace_back(json::array{id, static_cast<double>(logit)});
         steps.emplace_back(json::object{{"top", std::move(top)}});
     }
-    return json::object{{"id", p.id}, {"prompt_ids", std::move(prompt_ids)}, {"generated_ids", std::move(generated)},
+    return json::object{{"id", p.id}, {"arithmetic", model::to_string(arith)}, {"prompt_ids", std::move(prompt_ids)}, {"generated_ids", std::move(generated)},
                         {"steps", std::move(steps)}};
 }
 
@@ -103,6 +105,7 @@ int run(const options& o) {
     model::load_options lo;
     lo.threads = o.threads;
     lo.tensor_parallel = o.tensor_parallel;
+    lo.arith = *model::parse_arithmetic(o.arithmetic);  // checked by the option
     auto lm = model::load_causal_lm(o.model_dir, lo);
     if (!lm) {
         std::cerr << "reference: " << lm.error().what() << "\n";
@@ -130,7 +133,7 @@ int run(const options& o) {
             std::cerr << "reference: prompts line " << line_no << ": " << r.error().what() << "\n";
             return 1;
         }
-        out << json::serialize(to_json(*p, *r)) << "\n";
+        out << json::serialize(to_json(*p, *r, lo.arith)) << "\n";
         ++done;
     }
     std::cerr << "reference: " << done << " prompts -> " << o.output << "\n";
@@ -147,6 +150,10 @@ const bool registered = register_command("reference", "greedy reference corpus f
     app.add_option("--threads", o->threads, "compute threads")->check(CLI::Range(1, 256));
     app.add_option("--tokenizer", o->tokenizer,
                    "tokenizer for text prompts (default: the model directory's, else the data lookup)");
+    app.add_option("--arithmetic", o->arithmetic,
+                   "arithmetic mode of the reference: fp32 (the simulator's and golden corpora's) or bf16; "
+                   "recorded on every line")
+        ->check(CLI::IsMember({"fp32", "bf16"}));
     app.add_option("--tp", o->tensor_parallel, "tensor-parallel shards (1 or 2)")->check(CLI::Range(1, 2));
     return [o] { return run(*o); };
 });

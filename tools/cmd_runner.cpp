@@ -47,9 +47,11 @@ int run(const options& o) {
         std::cerr << "runner: cannot bring up the device: " << dev.error().what() << "\n";
         return 2;
     }
-    // The reference runs without the device and unsplit (tensor_parallel 1).
+    // The reference runs without the device and unsplit (tensor_parallel 1), in the
+    // device's arithmetic mode (fp32 when it does not say): the report names it.
     model::load_options lo;
     lo.threads = o.reference_threads;
+    lo.arith = model::parse_arithmetic((*dev)->info().arithmetic).value_or(model::arithmetic::fp32);
     auto reference = model::load_causal_lm((*dev)->package().reference_model_dir, lo);
     if (!reference) {
         std::cerr << "runner: reference model: " << reference.error().what() << "\n";
@@ -70,6 +72,7 @@ int run(const options& o) {
         rep = device::runner::run_stress(**dev, **reference, ro);
     }
     rep.json["time"] = o.virtual_time ? "virtual" : "real";
+    rep.json["arithmetic"] = model::to_string(lo.arith);
     const std::string text = boost::json::serialize(rep.json);
     if (!o.output.empty()) {
         std::ofstream out(o.output, std::ios::binary | std::ios::trunc);

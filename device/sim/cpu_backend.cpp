@@ -76,6 +76,7 @@ result<std::shared_ptr<sim_device>> open_cpu_device(const std::filesystem::path&
     sim_options o = sim_options_for(cfg, scheduler, std::move(faults));
     const auto arith = model::parse_arithmetic(cfg.string("device.cpu_arithmetic")).value_or(model::arithmetic::bf16);
     o.make_model = reference_model_factory(static_cast<int>(cfg.integer("device.sim.model_threads")), arith);
+    o.arithmetic = arith;
     spdlog::info("cpu backend: {} arithmetic{}", model::to_string(arith),
                  arith == model::arithmetic::bf16 && !model::bf16_products_native()
                      ? " (no AVX512_BF16 on this CPU: the portable form, same bits, slower; consider fp32)"

@@ -39,6 +39,7 @@ sim_device::sim_device(sim_options options) : options_(std::move(options)) {
     info_.calcores_per_chip = options_.calcores_per_chip;
     info_.dram_bytes_per_chip = options_.dram_bytes_per_chip;
     info_.sram_bytes_per_chip = options_.sram_bytes_per_chip;
+    info_.arithmetic = model::to_string(options_.arithmetic);
     if (options_.scheduler && !options_.scheduler->is_virtual()) worker_ = std::make_unique<compute_worker>();
 }
 

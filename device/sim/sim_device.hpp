@@ -46,6 +46,7 @@
 #include "device/sim/scheduler.hpp"
 #include "device/sampling_head.hpp"
 #include "model/core/causal_lm.hpp"
+#include "model/cpu/kernels.hpp"
 #include "model/sampling/sampling.hpp"
 
 namespace calserve::device::sim {
@@ -65,6 +66,7 @@ struct sim_options {
     sim_scheduler* scheduler = nullptr;   // required, not owned; must outlive pending events' effects
     std::shared_ptr<fault_registry> faults;  // shared with the control socket; created when null
     model_factory make_model;             // builds the reference model at configure
+    model::arithmetic arithmetic = model::arithmetic::fp32;  // make_model's mode (device_info::arithmetic)
 
     // Constants and capacities from `device.sim.*`; the caller supplies scheduler and factory.
     static sim_options from_config(const config& cfg);

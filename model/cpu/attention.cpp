@@ -5,11 +5,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <type_traits>
 
+#include "config/invariant.hpp"
 #include "model/core/bf16.hpp"
+#include "model/cpu/kernels.hpp"
 #include "model/weights/stored_rows.hpp"
 
 namespace calserve::model {
@@ -18,6 +21,7 @@ std::string_view to_string(v_cache_dtype v) { return v == v_cache_dtype::s8 ? "s
 
 void kv_cache::reserve(std::int64_t layers, std::int64_t kv_heads, std::int64_t head_dim, std::int64_t positions,
                        v_cache_dtype v_dtype) {
+    CALSERVE_INVARIANT(head_dim % 2 == 0, "kv_cache: keys are stored in dimension pairs, head_dim must be even");
     if (pages_.empty()) {
         kv_heads_ = kv_heads;
         head_dim_ = head_dim;
@@ -51,15 +55,15 @@ float quantise_s8(const float* v, std::int64_t n, std::int8_t* q) {
 void kv_cache::store(std::int64_t layer, std::int64_t pos, std::int64_t kv_head, const float* k, const float* v) {
     const std::int64_t page = pos / k_kv_page_tokens, j = pos % k_kv_page_tokens;
     std::byte* base = pages_[static_cast<std::size_t>(layer)][static_cast<std::size_t>(page)].data();
-    auto* keys = reinterpret_cast<kv_element*>(base + key_offset(kv_head)) + j;
-    for (std::int64_t d = 0; d < head_dim_; ++d) keys[d * k_kv_page_tokens] = f32_to_bf16(k[d]);
+    auto* keys = reinterpret_cast<kv_element*>(base + key_offset(kv_head));
+    for (std::int64_t d = 0; d < head_dim_; ++d) keys[key_index(j, d)] = f32_to_bf16(k[d]);
     if (v_dtype_ == v_cache_dtype::s8) {
         auto* values = reinterpret_cast<std::int8_t*>(base + value_offset(kv_head)) + j * head_stride_;
         reinterpret_cast<float*>(base + scale_offset(kv_head))[j] = quantise_s8(v, head_dim_, values);
         return;
     }
-    auto* values = reinterpret_cast<kv_element*>(base + value_offset(kv_head)) + j * head_stride_;
-    for (std::int64_t d = 0; d < head_dim_; ++d) values[d] = f32_to_bf16(v[d]);
+    auto* values = reinterpret_cast<kv_element*>(base + value_offset(kv_head));
+    for (std::int64_t d = 0; d < head_dim_; ++d) values[value_index(j, d)] = f32_to_bf16(v[d]);
 }
 
 void kv_cache::copy_prefix(const kv_cache& src, std::int64_t positions) {
@@ -84,11 +88,16 @@ void kv_cache::truncate(std::int64_t positions) {
         std::byte* base = layer[keep - 1].data();
         for (std::int64_t h = 0; h < kv_heads_; ++h) {
             auto* keys = reinterpret_cast<kv_element*>(base + key_offset(h));
-            for (std::int64_t d = 0; d < head_dim_; ++d)
-                std::fill(keys + d * k_kv_page_tokens + used, keys + (d + 1) * k_kv_page_tokens, kv_element{0});
+            for (std::int64_t j = used; j < k_kv_page_tokens; ++j)
+                for (std::int64_t d = 0; d < head_dim_; ++d) keys[key_index(j, d)] = 0;
             std::byte* values = base + value_offset(h);
+            if (v_dtype_ != v_cache_dtype::s8) {
+                auto* v = reinterpret_cast<kv_element*>(values);
+                for (std::int64_t j = used; j < k_kv_page_tokens; ++j)
+                    for (std::int64_t d = 0; d < head_stride_; ++d) v[value_index(j, d)] = 0;
+                continue;
+            }
             std::fill(values + used * row, values + k_kv_page_tokens * row, std::byte{0});
-            if (v_dtype_ != v_cache_dtype::s8) continue;
             auto* scales = reinterpret_cast<float*>(base + scale_offset(h));
             std::fill(scales + used, scales + k_kv_page_tokens, 0.0f);
         }
@@ -105,9 +114,11 @@ namespace {
 
 // One (row, query head) being attended: its running online-softmax state.
 struct pair_state {
-    const float* q = nullptr;  // query x log2(e) / sqrt(d), head_dim floats
-    float* o = nullptr;        // unnormalised output, head_stride floats
-    float* s = nullptr;        // 64 floats: a page's scores, then its probabilities
+    const float* q = nullptr;           // query x log2(e) / sqrt(d), head_dim floats
+    const std::uint32_t* qb = nullptr;  // bf16 mode: that query in BF16, head_dim / 2 pairs
+    float* o = nullptr;                 // unnormalised output, head_stride floats
+    float* s = nullptr;                 // 64 floats: a page's scores, then its probabilities
+    std::uint32_t* pp = nullptr;        // bf16 mode: 32 pairs, the page's probabilities in BF16
     float m = 0, l = 0, alpha = 0;
 };
 
@@ -123,13 +134,34 @@ struct lanes {
     static constexpr int k_acc = 12;  // accumulators per pass (16 registers)
     static reg zero() { return _mm256_setzero_ps(); }
     static reg set1(float x) { return _mm256_set1_ps(x); }
+    using ireg = __m256i;
     static reg load(const float* p) { return _mm256_loadu_ps(p); }
-    // Eight BF16 as FP32 (exact: the top halves).
-    static reg load_kv(const kv_element* p) {
-        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    // Eight BF16 pairs (16 elements) and their first / second elements as FP32 (exact).
+    static ireg load_pairs(const kv_element* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+    static reg even(ireg v) { return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)); }
+    static reg odd(ireg v) { return _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xffff0000u)))); }
+    static ireg first_of_pairs(ireg v) { return _mm256_and_si256(v, _mm256_set1_epi32(0xffff)); }
+    static ireg set1_pair(std::uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }
+    // Subnormal lanes to signed zero.
+    static reg flush(reg x) {
+        const __m256i v = _mm256_castps_si256(x);
+        const __m256i tiny = _mm256_cmpeq_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0x7f800000)), _mm256_setzero_si256());
+        return _mm256_castsi256_ps(_mm256_andnot_si256(_mm256_and_si256(tiny, _mm256_set1_epi32(0x7fffffff)), v));
     }
-    static reg load_v(const kv_element* p) { return load_kv(p); }
+    // The bf16 mode's pair product step (vdpbf16ps, emulated): per lane, the second
+    // elements' exact product added and rounded, then the first elements'; subnormal
+    // inputs and results are zero.
+    static reg dp(reg acc, ireg a, ireg b) {
+        acc = flush(_mm256_fmadd_ps(flush(odd(a)), flush(odd(b)), acc));
+        return flush(_mm256_fmadd_ps(flush(even(a)), flush(even(b)), acc));
+    }
+    // Nearest-even BF16 (kept as FP32) of finite lanes.
+    static reg round_bf16(reg x) {
+        const __m256i v = _mm256_castps_si256(x);
+        const __m256i odd_bit = _mm256_and_si256(_mm256_srli_epi32(v, 16), _mm256_set1_epi32(1));
+        const __m256i r = _mm256_add_epi32(v, _mm256_add_epi32(odd_bit, _mm256_set1_epi32(0x7fff)));
+        return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+    }
     // Eight int8 as FP32 (exact).
     static reg load_v(const std::int8_t* p) {
         return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
@@ -181,12 +213,28 @@ struct lanes {
     static constexpr int k_acc = 16;  // accumulators per pass (32 registers)
     static reg zero() { return _mm512_setzero_ps(); }
     static reg set1(float x) { return _mm512_set1_ps(x); }
+    using ireg = __m512i;
     static reg load(const float* p) { return _mm512_loadu_ps(p); }
-    static reg load_kv(const kv_element* p) {
-        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    static ireg load_pairs(const kv_element* p) { return _mm512_loadu_si512(p); }
+    static reg even(ireg v) { return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)); }
+    static reg odd(ireg v) { return _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(static_cast<int>(0xffff0000u)))); }
+    static ireg first_of_pairs(ireg v) { return _mm512_and_si512(v, _mm512_set1_epi32(0xffff)); }
+    static ireg set1_pair(std::uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
+    static reg flush(reg x) {
+        const __m512i v = _mm512_castps_si512(x);
+        const __mmask16 tiny = _mm512_cmpeq_epi32_mask(_mm512_and_si512(v, _mm512_set1_epi32(0x7f800000)), _mm512_setzero_si512());
+        return _mm512_castsi512_ps(_mm512_mask_and_epi32(v, tiny, v, _mm512_set1_epi32(static_cast<int>(0x80000000u))));
     }
-    static reg load_v(const kv_element* p) { return load_kv(p); }
+    static reg dp(reg acc, ireg a, ireg b) {
+        acc = flush(_mm512_fmadd_ps(flush(odd(a)), flush(odd(b)), acc));
+        return flush(_mm512_fmadd_ps(flush(even(a)), flush(even(b)), acc));
+    }
+    static reg round_bf16(reg x) {
+        const __m512i v = _mm512_castps_si512(x);
+        const __m512i odd_bit = _mm512_and_si512(_mm512_srli_epi32(v, 16), _mm512_set1_epi32(1));
+        const __m512i r = _mm512_add_epi32(v, _mm512_add_epi32(odd_bit, _mm512_set1_epi32(0x7fff)));
+        return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+    }
     static reg load_v(const std::int8_t* p) {
         return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
     }
@@ -221,6 +269,26 @@ struct lanes {
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
 
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+// AVX-512 with the BF16 dot-product instruction: the bf16 mode's native form.
+namespace avx512bf16 {
+
+struct lanes : avx512::lanes {
+    static reg dp(reg acc, ireg a, ireg b) { return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b); }
+};
+
+#include "model/cpu/attention_lanes.inc"
+
+}  // namespace avx512bf16
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+
 std::atomic<bool> g_avx512_allowed{true};
 
 // Rows per block of one sequence: up to 128 (row, query head) pairs share each
@@ -234,7 +302,24 @@ std::int64_t rows_per_block(std::int64_t group) { return std::max<std::int64_t>(
 struct block_scratch {
     std::vector<pair_state> pairs;
     simd_vector<float> q, o, s;
+    simd_vector<std::uint16_t> qb;  // bf16 mode
+    simd_vector<std::uint32_t> pp;  // bf16 mode
 };
+
+// The page_fn for the call's mode, value type and CPU.
+page_fn pick_update(bool s8, bool bf16, bool avx512) {
+    if (bf16 && avx512 && bf16_products_native()) return avx512bf16::pick(s8, true);
+    return avx512 ? avx512::pick(s8, bf16) : avx2::pick(s8, bf16);
+}
+
+// A query in BF16 pairs for the bf16 mode: nearest even, subnormals to zero (as the
+// instruction reads them).
+void round_query_bf16(const float* q, std::int64_t n, std::uint16_t* out) {
+    for (std::int64_t d = 0; d < n; ++d) {
+        out[d] = f32_to_bf16(q[d]);
+        if ((out[d] & 0x7f80u) == 0) out[d] &= 0x8000u;
+    }
+}
 
 // Rows [i0, i1) of one cache against KV head kh.
 void attend_block(const attention_args& a, std::span<const attention_row> rows, std::int64_t i0, std::int64_t i1,
@@ -242,14 +327,18 @@ void attend_block(const attention_args& a, std::span<const attention_row> rows, 
     thread_local block_scratch w;
     const kv_cache& kv = *rows[static_cast<std::size_t>(i0)].kv;
     const bool s8 = kv.v_dtype() == v_cache_dtype::s8;
-    const page_fn update = avx512 ? (s8 ? &avx512::page_update<std::int8_t> : &avx512::page_update<kv_element>)
-                                  : (s8 ? &avx2::page_update<std::int8_t> : &avx2::page_update<kv_element>);
+    const bool bf16 = a.arith == arithmetic::bf16;
+    const page_fn update = pick_update(s8, bf16, avx512);
     const std::int64_t hd = kv.head_dim(), stride = kv.head_stride(), g = a.group, n = (i1 - i0) * g;
     const auto qscale = static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(hd)));
     w.pairs.resize(static_cast<std::size_t>(n));
     w.q.resize(static_cast<std::size_t>(n * hd));
     w.o.assign(static_cast<std::size_t>(n * stride), 0.0f);
     w.s.resize(static_cast<std::size_t>(n * k_kv_page_tokens));
+    if (bf16) {
+        w.qb.resize(static_cast<std::size_t>(n * hd));
+        w.pp.resize(static_cast<std::size_t>(n * k_kv_page_tokens / 2));
+    }
     std::int64_t first = rows[static_cast<std::size_t>(i0)].pos, last = first;
     for (std::int64_t i = i0; i < i1; ++i) {
         first = std::min(first, rows[static_cast<std::size_t>(i)].pos);
@@ -259,8 +348,13 @@ void attend_block(const attention_args& a, std::span<const attention_row> rows, 
             const float* q = a.q + i * a.ldq + (kh * g + h) * hd;
             float* qs = w.q.data() + p * hd;
             for (std::int64_t d = 0; d < hd; ++d) qs[d] = q[d] * qscale;
-            w.pairs[static_cast<std::size_t>(p)] = {qs, w.o.data() + p * stride, w.s.data() + p * k_kv_page_tokens,
-                                                    -std::numeric_limits<float>::infinity(), 0.0f, 0.0f};
+            pair_state& ps = w.pairs[static_cast<std::size_t>(p)];
+            ps = {qs, nullptr, w.o.data() + p * stride, w.s.data() + p * k_kv_page_tokens, nullptr,
+                  -std::numeric_limits<float>::infinity(), 0.0f, 0.0f};
+            if (!bf16) continue;
+            round_query_bf16(qs, hd, w.qb.data() + p * hd);
+            ps.qb = reinterpret_cast<const std::uint32_t*>(w.qb.data() + p * hd);
+            ps.pp = w.pp.data() + p * k_kv_page_tokens / 2;
         }
     }
     for (std::int64_t b = 0; b * k_kv_page_tokens <= last; ++b) {

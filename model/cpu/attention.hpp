@@ -21,6 +21,15 @@
 //!  - alpha = exp2(m - m'), l = fma(l, alpha, sum), o[d] = o[d] * alpha, then
 //!    o[d] = fma(p_j, v_j[d], o[d]) for the keys j of the page in order;
 //!  - after the last page, out[d] = o[d] / l.
+//! In the bf16 arithmetic mode (attention_args::arith) three steps change, on every
+//! path alike: the scaled query is rounded to BF16 (nearest even, subnormals to zero)
+//! and a score is one vdpbf16ps chain over the dimension pairs (2i, 2i + 1) in order
+//! (per pair: the odd product added and rounded, then the even one; kernels.hpp);
+//! each p_j is rounded to BF16 before the page's sum and the value pass; and
+//! o[d] = flush(o[d] * alpha), then one pair step per two keys (2i, 2i + 1) in order
+//! on (p_2i, p_2i+1) and (v_2i[d], v_2i+1[d]), the second value masked to zero when
+//! the row's count ends at 2i. The S8 V-cache keeps the FP32 value pass (on the
+//! rounded p). Native vdpbf16ps, its AVX-512F and its AVX2 emulation give the same bits.
 //! Which rows share a call, how rows are grouped into blocks, how pages and heads
 //! are split across threads and whether the AVX-512 or the AVX2 form runs change
 //! none of these steps (tests compare the bits).
@@ -38,10 +47,12 @@
 //! int8 lanes are widened to FP32 (exact) and the position's scale is folded into
 //! its probability, o[d] = fma(p_j * scale_j, q_j[d], o[d]); the softmax sum l
 //! uses p_j unscaled. Layout (per sequence, per layer, one page per 64 positions,
-//! zeroed when allocated): keys transposed, `[kv_head][d][64 keys]`, so a score
-//! vector is one load per d; values `[kv_head][64 keys][head_stride]` elements
-//! (2 bytes each in BF16, 1 in S8) with head_stride = head_dim rounded up to 16
-//! (zero padding), so a value row is whole vectors; S8 scales `[kv_head][64]` FP32.
+//! zeroed when allocated): keys in dimension pairs, `[kv_head][d / 2][64 keys][2]`,
+//! so one load is 16 keys' (d, d + 1) pairs; BF16 values in key pairs,
+//! `[kv_head][32][head_stride][2]`, so one load is 16 dimensions of keys (2i, 2i + 1)
+//! (the operands vdpbf16ps pairs; the fp32 mode splits a pair by shift and mask);
+//! S8 values `[kv_head][64 keys][head_stride]` int8; head_stride = head_dim rounded up
+//! to 16 (zero padding); S8 scales `[kv_head][64]` FP32. head_dim must be even.
 //!
 //! Fault model: none at run time; callers size the cache (`reserve`) before they
 //! store or attend, and the row's positions [0, pos] must have been stored.
@@ -53,6 +64,7 @@
 
 #include "model/core/aligned.hpp"
 #include "model/core/thread_pool.hpp"
+#include "model/cpu/kernels.hpp"
 
 namespace calserve::model {
 
@@ -89,11 +101,12 @@ public:
     // Bytes allocated for keys, values and value scales.
     std::int64_t bytes() const;
 
-    // [head_dim][64]: key j of the page, dimension d at d * 64 + j.
+    // [head_dim / 2][64][2]: key j of the page, dimension d at (d / 2 * 64 + j) * 2 + d % 2.
     const kv_element* keys(std::int64_t layer, std::int64_t page, std::int64_t kv_head) const {
         return reinterpret_cast<const kv_element*>(page_data(layer, page) + key_offset(kv_head));
     }
-    // [64][head_stride]: value j of the page at j * head_stride (BF16 elements, or int8 in S8).
+    // BF16: [32][head_stride][2], value j of the page, dimension d at (j / 2 * head_stride + d) * 2 + j % 2;
+    // S8: [64][head_stride] int8, value j at j * head_stride.
     const std::byte* values(std::int64_t layer, std::int64_t page, std::int64_t kv_head) const {
         return page_data(layer, page) + value_offset(kv_head);
     }
@@ -120,6 +133,10 @@ private:
     }
     std::int64_t page_bytes() const { return v_dtype_ == v_cache_dtype::s8 ? scale_offset(kv_heads_) : value_offset(kv_heads_); }
 
+    // Element indices of key / value (position j of the page, dimension d) in a head's block.
+    static std::int64_t key_index(std::int64_t j, std::int64_t d) { return (d / 2 * k_kv_page_tokens + j) * 2 + d % 2; }
+    std::int64_t value_index(std::int64_t j, std::int64_t d) const { return (j / 2 * head_stride_ + d) * 2 + j % 2; }
+
     std::int64_t kv_heads_ = 0, head_dim_ = 0, head_stride_ = 0;
     v_cache_dtype v_dtype_ = v_cache_dtype::bf16;
     std::vector<std::vector<simd_vector<std::byte>>> pages_;  // [layer][page]
@@ -142,6 +159,7 @@ struct attention_args {
     std::int64_t ldq = 0;
     float* out = nullptr;
     std::int64_t ldo = 0;
+    arithmetic arith = arithmetic::fp32;  // bf16: the products of attention.hpp's bf16 mode
 };
 
 // Causal attention of every row; rows of the same cache next to each other in

@@ -30,7 +30,8 @@ namespace calserve::model {
 void dot_rows(const tensor_view& w, std::int64_t r0, std::int64_t r1, const float* x, float* y);
 
 // Y[v * ldy + r] = w.row(r) . X[v * ldx ...] for rows [r0, r1), v < nvec (any nvec).
-// Row-exact: Y[v] equals dot_rows on vector v alone, bit for bit.
+// Row-exact: Y[v] equals dot_rows on vector v alone, bit for bit. BF16 weights on
+// AVX-512 run 3 rows x 4 vectors per micro-kernel (each output still its one chain).
 void dot_rows_multi(const tensor_view& w, std::int64_t r0, std::int64_t r1, const float* x, std::int64_t nvec,
                     std::int64_t ldx, float* y, std::int64_t ldy);
 
@@ -47,8 +48,9 @@ void allow_bf16_dot_avx512(bool allowed);
 // CPU's BF16 dot-product instruction (`vdpbf16ps`: per FP32 lane, the odd pair's exact
 // product is added and rounded, then the even pair's; subnormal inputs and results
 // are zero), what a BF16 NPU computes. Without AVX512_BF16 an FMA emulation gives the
-// same bits, several times slower. F32, F16 and Q8_0 weights, the norms, attention
-// and the panel-packed short rows (tiny models' LM head) are FP32 in both modes.
+// same bits, several times slower. F32, F16 and Q8_0 weights, the norms and the
+// panel-packed short rows (tiny models' LM head) are FP32 in both modes; attention
+// uses BF16 pair products in the bf16 mode (attention.hpp).
 enum class arithmetic : std::uint8_t { fp32, bf16 };
 const char* to_string(arithmetic a);
 // "fp32" or "bf16"; empty optional for anything else.

@@ -109,6 +109,7 @@ void transformer::impl::attend(const shard_range& s, std::int64_t layer, std::sp
     a.ldq = q_dim();
     a.out = ws.attn.data();
     a.ldo = q_dim();
+    a.arith = arith;
     attend_causal(pool, a, ar);
 }
 

@@ -38,6 +38,12 @@ result<golden_entry> parse_entry(const std::string& line, const std::string& whe
     if (ec || !v.is_object()) return make_error(status::parse_error, where + ": not a JSON object");
     const auto& o = v.get_object();
     golden_entry e;
+    const auto* mode = o.if_contains("arithmetic");
+    const auto arith = mode && mode->is_string() ? parse_arithmetic(std::string_view(mode->get_string())) : std::nullopt;
+    if (!arith)
+        return make_error(status::parse_error,
+                          where + ": no \"arithmetic\" (fp32 or bf16) naming the mode that computed the entry; repack");
+    e.arith = *arith;
     auto prompt = ids_of(o.if_contains("prompt"), where + " prompt");
     if (!prompt) return prompt.error();
     auto tokens = ids_of(o.if_contains("tokens"), where + " tokens");
@@ -74,12 +80,13 @@ bool near_tie(const std::vector<std::pair<token_id, float>>& top, token_id serve
 }  // namespace
 
 result<std::vector<golden_entry>> make_golden_corpus(causal_lm& lm, const std::vector<std::vector<token_id>>& prompts,
-                                                     std::int64_t max_tokens) {
+                                                     std::int64_t max_tokens, arithmetic arith) {
     std::vector<golden_entry> out;
     for (const auto& p : prompts) {
         auto run = run_greedy(lm, k_golden_seq, p, max_tokens, k_golden_top);
         if (!run) return run.error();
         golden_entry e;
+        e.arith = arith;
         e.prompt = p;
         e.tokens = run->generated;
         for (auto& s : run->steps) e.top.push_back(std::move(s.top));
@@ -98,7 +105,7 @@ void_result write_golden_corpus(const std::filesystem::path& file, const std::ve
             for (const auto& [id, logit] : step) s.push_back(json::array{id, double(logit)});
             top.push_back(std::move(s));
         }
-        out << json::serialize(json::object{{"prompt", ids_json(e.prompt)}, {"tokens", ids_json(e.tokens)},
+        out << json::serialize(json::object{{"arithmetic", to_string(e.arith)}, {"prompt", ids_json(e.prompt)}, {"tokens", ids_json(e.tokens)},
                                             {"top", std::move(top)}})
             << '\n';
     }
@@ -120,6 +127,17 @@ result<std::vector<golden_entry>> read_golden_corpus(const std::filesystem::path
     }
     if (out.empty()) return make_error(status::parse_error, file.string() + ": the golden corpus is empty");
     return out;
+}
+
+void_result check_golden_arithmetic(const std::vector<golden_entry>& corpus, std::string_view device_arithmetic) {
+    if (device_arithmetic.empty()) return {};
+    for (const auto& e : corpus)
+        if (to_string(e.arith) != device_arithmetic)
+            return make_error(status::package_invalid, std::string("the golden corpus was computed in ") +
+                                                           to_string(e.arith) + " arithmetic, the device computes in " +
+                                                           std::string(device_arithmetic) +
+                                                           ": its tokens may differ; regenerate the corpus in that mode");
+    return {};
 }
 
 golden_verdict compare_golden(const std::vector<golden_entry>& corpus, const std::vector<std::vector<token_id>>& served) {

@@ -188,11 +188,12 @@ void_result write_golden(const package& p) {
     lo.threads = 2;
     lo.tensor_parallel = int(std::max<std::uint32_t>(1, p.topo.chips));
     lo.v_cache = p.kv.v_dtype == dtype::int8 ? model::v_cache_dtype::s8 : model::v_cache_dtype::bf16;  // as the sim runs
+    lo.arith = model::arithmetic::fp32;  // the simulator's mode (docs/decisions.md, "Arithmetic")
     auto lm = model::load_causal_lm(p.reference_model_dir, lo);
     if (!lm) return lm.error();
     const std::vector<std::vector<token_id>> prompts = {
         {9707}, {785, 6722, 315, 9625, 374}, {151644, 872, 198, 9707, 151645, 198, 151644, 77091, 198}};
-    auto corpus = make_golden_corpus(**lm, prompts, k_golden_tokens);
+    auto corpus = make_golden_corpus(**lm, prompts, k_golden_tokens, lo.arith);
     if (!corpus) return corpus.error();
     return write_golden_corpus(p.reference_model_dir / k_golden_corpus_file, *corpus);
 }

@@ -3,7 +3,9 @@
 // calls anywhere, or in the AVX2 instead of the AVX-512 form; and it is the
 // softmax-weighted sum of the values within FP32 rounding of a float64 evaluation
 // over the keys and values as stored (BF16; values in S8 with a per-position scale
-// in the S8 V-cache mode, whose rule this file recomputes independently).
+// in the S8 V-cache mode, whose rule this file recomputes independently). In the
+// bf16 arithmetic mode the same holds for every form (vdpbf16ps and its AVX-512F and
+// AVX2 emulations), and the answer is the float64 one within BF16 rounding.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 
 #include "model/core/bf16.hpp"
 #include "model/cpu/attention.hpp"
+#include "model/cpu/kernels.hpp"
 
 using namespace calserve;
 
@@ -27,6 +30,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 struct fixture {
     std::int64_t kv_heads, group, head_dim, positions;
     model::v_cache_dtype v_dtype;
+    model::arithmetic arith = model::arithmetic::fp32;
     model::kv_cache kv;
     std::vector<float> q, keys, values;  // [pos][kv_head][d] for keys and values as stored
     model::thread_pool pool{2};
@@ -59,6 +63,7 @@ struct fixture {
         model::attention_args a;
         a.kv_begin = 0, a.kv_end = kv_heads, a.group = group;
         a.q = q.data() + p0 * qd(), a.ldq = qd(), a.out = out.data(), a.ldo = qd();
+        a.arith = arith;
         model::attend_causal(pool, a, rows);
         return out;
     }
@@ -216,4 +221,108 @@ TEST_CASE("S8 V-cache: storage, scales, copy and truncate", "[attention][s8v]") 
     // A BF16 cache has no scales.
     fixture g(1, 1, 8, 10, 3);
     CHECK(g.kv.value_scales(0, 0, 0) == nullptr);
+}
+
+namespace {
+
+// Every position's outputs in the bf16 mode by the three forms: native vdpbf16ps (when
+// the CPU has it), the AVX-512F emulation and the AVX2 emulation.
+struct forms {
+    std::vector<float> native, avx512, avx2;
+};
+forms run_forms(fixture& f) {
+    forms r;
+    r.native = f.run(0, f.positions);
+    model::allow_bf16_products_native(false);
+    r.avx512 = f.run(0, f.positions);
+    model::allow_attention_avx512(false);
+    r.avx2 = f.run(0, f.positions);
+    model::allow_attention_avx512(true);
+    model::allow_bf16_products_native(true);
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("attention, bf16 mode: a row's bits do not depend on the rows sharing its call", "[attention][exact][bf16]") {
+    struct shape {
+        std::int64_t kv_heads, group, head_dim;
+    };
+    for (const shape sh : {shape{2, 2, 32}, shape{1, 8, 128}, shape{2, 1, 8}, shape{1, 3, 40}, shape{1, 5, 16}}) {
+        INFO("kv_heads " << sh.kv_heads << " group " << sh.group << " head_dim " << sh.head_dim);
+        fixture f(sh.kv_heads, sh.group, sh.head_dim, 150, 7);
+        f.arith = model::arithmetic::bf16;
+        const auto together = f.run(0, f.positions);
+        // Queries and probabilities rounded to BF16 (8 significant bits): about 1% of an output.
+        CHECK(f.max_error(together) < 3e-2);
+        CHECK(same_bits(f.run_split({}), together));
+        std::vector<std::int64_t> ones(static_cast<std::size_t>(f.positions), 1);
+        CHECK(same_bits(f.run_split(ones), together));  // every row alone: decode
+        CHECK(same_bits(f.run_split({1, 62, 3, 64, 5}), together));
+        CHECK(same_bits(f.run_split({63, 2, 70}), together));
+        f.arith = model::arithmetic::fp32;
+        CHECK_FALSE(same_bits(f.run(0, f.positions), together));  // the modes really differ
+    }
+}
+
+TEST_CASE("attention, bf16 mode: vdpbf16ps and its emulations give the same bits", "[attention][exact][bf16]") {
+    if (!model::bf16_products_native()) WARN("no AVX512_BF16 on this CPU: the native form is an emulation");
+    for (std::int64_t hd : {8, 40, 128}) {
+        for (auto v : {model::v_cache_dtype::bf16, model::v_cache_dtype::s8}) {
+            INFO("head_dim " << hd << " v " << model::to_string(v));
+            fixture f(2, 2, hd, 140, 9, v);
+            f.arith = model::arithmetic::bf16;
+            const forms r = run_forms(f);
+            CHECK(same_bits(r.native, r.avx512));
+            CHECK(same_bits(r.native, r.avx2));
+        }
+    }
+    // Tiny values: products and sums past the FP32 normal range are flushed alike.
+    fixture f(1, 2, 32, 130, 5);
+    f.arith = model::arithmetic::bf16;
+    for (auto& x : f.values) x *= 1e-36f;
+    for (std::int64_t p = 0; p < f.positions; ++p)
+        f.kv.store(0, p, 0, f.keys.data() + p * 32, f.values.data() + p * 32);
+    const forms r = run_forms(f);
+    CHECK(same_bits(r.native, r.avx512));
+    CHECK(same_bits(r.native, r.avx2));
+}
+
+TEST_CASE("attention, bf16 mode with the S8 V-cache: exact across splits", "[attention][exact][bf16][s8v]") {
+    fixture f(2, 3, 40, 150, 13, model::v_cache_dtype::s8);
+    f.arith = model::arithmetic::bf16;
+    const auto together = f.run(0, f.positions);
+    CHECK(f.max_error(together) < 3e-2);
+    std::vector<std::int64_t> ones(static_cast<std::size_t>(f.positions), 1);
+    CHECK(same_bits(f.run_split(ones), together));
+    CHECK(same_bits(f.run_split({1, 62, 3, 64, 5}), together));
+}
+
+TEST_CASE("BF16 cache: copy and truncate keep a row's answer", "[attention][kv]") {
+    for (auto arith : {model::arithmetic::fp32, model::arithmetic::bf16}) {
+        INFO("arithmetic " << model::to_string(arith));
+        fixture f(2, 2, 40, 130, 17);
+        f.arith = arith;
+        const auto whole = f.run(0, f.positions);
+        // The first 70 positions copied, then the rest stored again: the answers of the original.
+        fixture g(2, 2, 40, 130, 17);
+        g.arith = arith;
+        g.kv.truncate(70);
+        model::kv_cache copy;
+        copy.copy_prefix(g.kv, 70);
+        copy.reserve(1, 2, 40, 130);
+        for (std::int64_t p = 70; p < g.positions; ++p)
+            for (std::int64_t h = 0; h < 2; ++h) {
+                const auto at = static_cast<std::size_t>((p * 2 + h) * 40);
+                copy.store(0, p, h, g.keys.data() + at, g.values.data() + at);
+            }
+        std::swap(g.kv, copy);
+        CHECK(same_bits(g.run(0, g.positions), whole));
+        // A truncated page answers rows before the cut as the full one does.
+        fixture t(2, 2, 40, 130, 17);
+        t.arith = arith;
+        t.kv.truncate(70);
+        const auto before = t.run(0, 70);
+        CHECK(same_bits(before, std::vector<float>(whole.begin(), whole.begin() + 70 * t.qd())));
+    }
 }

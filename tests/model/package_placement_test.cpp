@@ -93,6 +93,7 @@ TEST_CASE("golden corpus: pack writes it, exact match, a near tie forgiven, a re
     REQUIRE(corpus.ok());
     REQUIRE(corpus->size() == 3);
     for (const auto& e : *corpus) {
+        CHECK(e.arith == calserve::model::arithmetic::fp32);  // the simulator's mode
         CHECK(e.tokens.size() == 12);
         CHECK(e.top.size() == e.tokens.size());
         CHECK(e.top.front().front().first == e.tokens.front());
@@ -125,11 +126,37 @@ TEST_CASE("golden corpus: round trip and malformed files", "[golden]") {
     CHECK(back->at(0).prompt == c[0].prompt);
     CHECK(back->at(0).tokens == c[0].tokens);
     CHECK(back->at(0).top[1][0].second == 2.5f);
-    std::ofstream(dir / "bad.jsonl") << "{\"prompt\":[1],\"tokens\":[2]}\nnot json\n";
+    CHECK(back->at(0).arith == calserve::model::arithmetic::fp32);
+    c[0].arith = calserve::model::arithmetic::bf16;
+    REQUIRE(mp::write_golden_corpus(dir / "g16.jsonl", c).ok());
+    CHECK(mp::read_golden_corpus(dir / "g16.jsonl")->at(0).arith == calserve::model::arithmetic::bf16);
+    // A line that does not say its mode, or names an unknown one, is refused.
+    for (const char* line : {"{\"prompt\":[1],\"tokens\":[2]}", "{\"arithmetic\":\"fp16\",\"prompt\":[1],\"tokens\":[2]}"}) {
+        std::ofstream(dir / "nomode.jsonl") << line << "\n";
+        auto nomode = mp::read_golden_corpus(dir / "nomode.jsonl");
+        REQUIRE_FALSE(nomode.ok());
+        CHECK_THAT(nomode.error().message, Catch::Contains("arithmetic"));
+    }
+    std::ofstream(dir / "bad.jsonl") << "{\"arithmetic\":\"fp32\",\"prompt\":[1],\"tokens\":[2]}\nnot json\n";
     auto bad = mp::read_golden_corpus(dir / "bad.jsonl");
     REQUIRE_FALSE(bad.ok());
     CHECK_THAT(bad.error().message, Catch::Contains("line 2"));
     CHECK_FALSE(mp::read_golden_corpus(dir / "missing.jsonl").ok());
     std::ofstream(dir / "empty.jsonl") << "\n";
     CHECK_FALSE(mp::read_golden_corpus(dir / "empty.jsonl").ok());
+}
+
+TEST_CASE("golden corpus: checked only against a device of its arithmetic mode", "[golden]") {
+    using calserve::model::arithmetic;
+    std::vector<mp::golden_entry> fp32{{{1}, {2}, {}}}, bf16{{{1}, {2}, {}, arithmetic::bf16}};
+    CHECK(mp::check_golden_arithmetic(fp32, "fp32").ok());
+    CHECK(mp::check_golden_arithmetic(bf16, "bf16").ok());
+    CHECK(mp::check_golden_arithmetic(fp32, "").ok());  // a device that does not say
+    auto refused = mp::check_golden_arithmetic(fp32, "bf16");
+    REQUIRE_FALSE(refused.ok());
+    CHECK_THAT(refused.error().message, Catch::Contains("computed in fp32 arithmetic, the device computes in bf16"));
+    CHECK_FALSE(mp::check_golden_arithmetic(bf16, "fp32").ok());
+    auto mixed = fp32;
+    mixed.push_back(bf16[0]);
+    CHECK_FALSE(mp::check_golden_arithmetic(mixed, "fp32").ok());
 }

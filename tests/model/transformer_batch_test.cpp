@@ -130,6 +130,31 @@ TEST_CASE("the BF16 dot kernels' AVX-512 form gives the AVX2 form's bits", "[ker
     }
 }
 
+TEST_CASE("dot_rows_multi: the register-blocked BF16 kernel over many vectors equals dot_rows", "[kernels][batch][exact]") {
+    // 3 x 4 blocks, a row remainder (41 = 13 x 3 + 2), vector tiles (4,096 columns: 16 per L2 tile)
+    // and balanced groups of 1-4, against each vector alone (the AVX2 form when AVX-512 is off).
+    for (std::int64_t cols : {1027, 4096}) {
+        test_matrix w(model::dtype::bf16, 41, cols, 21);
+        for (std::int64_t nvec : {2, 5, 13, 37, 70}) {
+            INFO("cols " << cols << " nvec " << nvec);
+            const auto x = random_floats(static_cast<std::size_t>(nvec * cols), static_cast<unsigned>(300 + nvec));
+            std::vector<float> multi(static_cast<std::size_t>(nvec * w.view.rows)), one(static_cast<std::size_t>(w.view.rows));
+            model::dot_rows_multi(w.view, 0, w.view.rows, x.data(), nvec, cols, multi.data(), w.view.rows);
+            model::allow_bf16_dot_avx512(false);
+            for (std::int64_t k = 0; k < nvec; ++k) {
+                model::dot_rows(w.view, 0, w.view.rows, x.data() + k * cols, one.data());
+                CHECK(same_bits(multi.data() + k * w.view.rows, one.data(), one.size()));
+            }
+            model::allow_bf16_dot_avx512(true);
+            // A sub-range of rows starting off a block boundary.
+            std::vector<float> part(static_cast<std::size_t>(nvec * 30));
+            model::dot_rows_multi(w.view, 7, 37, x.data(), nvec, cols, part.data(), 30);
+            for (std::int64_t k = 0; k < nvec; ++k)
+                CHECK(same_bits(part.data() + k * 30, multi.data() + k * w.view.rows + 7, 30));
+        }
+    }
+}
+
 TEST_CASE("linear in row_exact mode equals each row alone at any batch size", "[kernels][batch]") {
     model::thread_pool pool(2);
     test_matrix w(model::dtype::bf16, 300, 512, 9);

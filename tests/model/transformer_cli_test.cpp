@@ -64,6 +64,7 @@ TEST_CASE("calserve make-model and reference write the documented files") {
     CHECK(rows[1].at("id").as_int64() == 7);
     CHECK(rows[0].at("prompt_ids").as_array().size() == 3);
     CHECK(rows[0].at("generated_ids").as_array().size() == 4);
+    CHECK(rows[0].at("arithmetic").as_string() == "fp32");  // the default mode, named on every line
     const auto& steps = rows[0].at("steps").as_array();
     REQUIRE(steps.size() == 4);
     CHECK(steps[0].at("top").as_array().size() == 2);
@@ -87,6 +88,16 @@ TEST_CASE("calserve make-model and reference write the documented files") {
         CHECK(ids[0].as_int64() == 9707);
         CHECK(ids[1].as_int64() == 1879);
     }
+    // --arithmetic bf16: named on every line.
+    cmd = bin + " reference --model " + model_dir.string() + " --prompts " + (dir / "p.jsonl").string() +
+          " --max-tokens 4 --top 2 --arithmetic bf16 --output " + (dir / "out16.jsonl").string() + " > /dev/null 2>&1";
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    std::ifstream in16(dir / "out16.jsonl");
+    REQUIRE(std::getline(in16, line));
+    CHECK(boost::json::parse(line).at("arithmetic").as_string() == "bf16");
+    cmd = bin + " reference --model " + model_dir.string() + " --prompts " + (dir / "p.jsonl").string() +
+          " --arithmetic fp16 --output " + (dir / "o3.jsonl").string() + " > /dev/null 2>&1";
+    CHECK(WEXITSTATUS(std::system(cmd.c_str())) != 0);
     // Unusable input: exit code 2.
     std::ofstream(dir / "bad.jsonl") << "{\"id\":1}\n";
     cmd = bin + " reference --model " + model_dir.string() + " --prompts " + (dir / "bad.jsonl").string() +
