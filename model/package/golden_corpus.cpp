@@ -38,12 +38,14 @@ result<golden_entry> parse_entry(const std::string& line, const std::string& whe
     if (ec || !v.is_object()) return make_error(status::parse_error, where + ": not a JSON object");
     const auto& o = v.get_object();
     golden_entry e;
-    const auto* mode = o.if_contains("arithmetic");
-    const auto arith = mode && mode->is_string() ? parse_arithmetic(std::string_view(mode->get_string())) : std::nullopt;
-    if (!arith)
-        return make_error(status::parse_error,
-                          where + ": no \"arithmetic\" (fp32 or bf16) naming the mode that computed the entry; repack");
-    e.arith = *arith;
+    // A corpus written before lines named their mode is FP32: `pack` computed in no other.
+    e.arith = arithmetic::fp32;
+    if (const auto* mode = o.if_contains("arithmetic")) {
+        const auto arith = mode->is_string() ? parse_arithmetic(std::string_view(mode->get_string())) : std::nullopt;
+        if (!arith)
+            return make_error(status::parse_error, where + ": \"arithmetic\" must be \"fp32\" or \"bf16\"");
+        e.arith = *arith;
+    }
     auto prompt = ids_of(o.if_contains("prompt"), where + " prompt");
     if (!prompt) return prompt.error();
     auto tokens = ids_of(o.if_contains("tokens"), where + " tokens");

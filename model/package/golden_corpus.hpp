@@ -9,7 +9,7 @@
 //! Arithmetic: every line names the mode the reference computed in (fp32 or bf16,
 //! model/cpu/kernels.hpp); the modes' logits differ (bits, rarely the argmax), so a
 //! corpus is compared only with a device that computes in its mode
-//! (check_golden_arithmetic), and a line without the mode is refused (repack).
+//! (check_golden_arithmetic); a line without the mode is fp32 (written before lines named it).
 //!
 //! Matching: the served tokens must equal the corpus tokens; a divergence is
 //! forgiven only at a near tie (the served token is among the step's recorded

@@ -130,8 +130,13 @@ TEST_CASE("golden corpus: round trip and malformed files", "[golden]") {
     c[0].arith = calserve::model::arithmetic::bf16;
     REQUIRE(mp::write_golden_corpus(dir / "g16.jsonl", c).ok());
     CHECK(mp::read_golden_corpus(dir / "g16.jsonl")->at(0).arith == calserve::model::arithmetic::bf16);
-    // A line that does not say its mode, or names an unknown one, is refused.
-    for (const char* line : {"{\"prompt\":[1],\"tokens\":[2]}", "{\"arithmetic\":\"fp16\",\"prompt\":[1],\"tokens\":[2]}"}) {
+    // A line from before lines named their mode is FP32 (pack's only mode then); an
+    // unknown mode is refused.
+    std::ofstream(dir / "old.jsonl") << "{\"prompt\":[1],\"tokens\":[2]}\n";
+    auto old = mp::read_golden_corpus(dir / "old.jsonl");
+    REQUIRE(old.ok());
+    CHECK(old->at(0).arith == calserve::model::arithmetic::fp32);
+    for (const char* line : {"{\"arithmetic\":\"fp16\",\"prompt\":[1],\"tokens\":[2]}", "{\"arithmetic\":3,\"prompt\":[1],\"tokens\":[2]}"}) {
         std::ofstream(dir / "nomode.jsonl") << line << "\n";
         auto nomode = mp::read_golden_corpus(dir / "nomode.jsonl");
         REQUIRE_FALSE(nomode.ok());
