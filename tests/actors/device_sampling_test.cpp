@@ -22,7 +22,7 @@ namespace {
 // The host samples every row and nothing is chained: the reference for every stream here.
 const std::vector<std::string> k_host{"runtime.max_batch=16", "log.level=warn", "device.sampling_head=false"};
 // The defaults: the head draws, steps are chained.
-const std::vector<std::string> k_device{"runtime.max_batch=16", "log.level=warn"};
+const std::vector<std::string> k_device{"runtime.max_batch=16", "log.level=warn", "runtime.chain_tokens=true"};
 
 struct stream {
     std::string id;
