@@ -147,19 +147,25 @@ TEST_CASE("cancelling chained streams: prefixes of host sampling, KV returned, n
     CHECK(h.rt.failures().empty());
 }
 
-TEST_CASE("a device fault with chained steps in flight: same tokens as host sampling, one reset", "[engine][sampling_head][faults]") {
-    std::vector<generation_request> requests;
-    engine_harness h(calserve::test::on_package, k_device);
-    for (int i = 0; i < 10; ++i) requests.push_back(request_of(h, 60 + i, 24));
-    const auto host = run_all(k_host, requests);
+// Submits every request, then runs until the engine decodes in chained batches (3 chained steps).
+std::vector<stream> submit_until_chained(engine_harness& h, const std::vector<generation_request>& requests) {
     std::vector<stream> streams;
-    for (auto& r : requests) {
+    for (const auto& r : requests) {
         stream s;
         s.request = r;
         REQUIRE(h.engine->submit(s.request, s.sink).ok());
         streams.push_back(std::move(s));
     }
     for (int i = 0; i < 1000 && h.metrics.chained_steps.value() < 3; ++i) h.rt.run_for(std::chrono::microseconds(200));
+    return streams;
+}
+
+TEST_CASE("a device fault with chained steps in flight: same tokens as host sampling, one reset", "[engine][sampling_head][faults]") {
+    std::vector<generation_request> requests;
+    engine_harness h(calserve::test::on_package, k_device);
+    for (int i = 0; i < 10; ++i) requests.push_back(request_of(h, 60 + i, 24));
+    const auto host = run_all(k_host, requests);
+    auto streams = submit_until_chained(h, requests);
     REQUIRE(h.metrics.chained_steps.value() >= 3);  // decoding in chained batches now
     device::fault_spec f;
     f.point = device::fault_point::ccu_exception;
@@ -180,14 +186,7 @@ TEST_CASE("NaN logits under the sampling head are a device fault, recovered with
     engine_harness h(calserve::test::on_package, k_device);
     for (int i = 0; i < 6; ++i) requests.push_back(request_of(h, 80 + i, 16));
     const auto host = run_all(k_host, requests);
-    std::vector<stream> streams;
-    for (auto& r : requests) {
-        stream s;
-        s.request = r;
-        REQUIRE(h.engine->submit(s.request, s.sink).ok());
-        streams.push_back(std::move(s));
-    }
-    for (int i = 0; i < 1000 && h.metrics.chained_steps.value() < 3; ++i) h.rt.run_for(std::chrono::microseconds(200));
+    auto streams = submit_until_chained(h, requests);
     device::fault_spec f;
     f.point = device::fault_point::logits_nan;
     REQUIRE(h.engine->faults()->arm(f).ok());
