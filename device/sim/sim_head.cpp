@@ -154,7 +154,8 @@ void sim_device::write_head_outputs(job& j, const submodel_desc& sm, buffer_set&
         auto& out = b.outputs[k];
         const auto put = [&](const auto& v) {
             out.assign(t.bytes, std::byte{0});
-            std::memcpy(out.data(), v.data(), std::min<std::size_t>(t.bytes, v.size() * sizeof(v[0])));
+            const std::size_t n = std::min<std::size_t>(t.bytes, v.size() * sizeof(v[0]));
+            if (n > 0) std::memcpy(out.data(), v.data(), n);
         };
         if (t.name == k_head_sampled) {
             std::vector<std::int32_t> none(rows, -1);
