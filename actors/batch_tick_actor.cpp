@@ -229,6 +229,8 @@ void batch_tick_actor::job_ended(const std::vector<sequence_id>& rows, job_end h
         if (e.jobs > 0) {
             // The chained step behind it still holds it: its phase stays. A token it drew
             // goes to the Request, whose answer is not waited for (the next step is under way).
+            // Or this was the chained step, back unrun: its source job still holds it.
+            if (!ran) e.chain_refused = true;
             if (how != job_end::completed && e.copy == device_copy::held) e.copy = device_copy::lost;
             if (how == job_end::completed && ran) {
                 e.seq->failed_jobs = 0;
@@ -236,6 +238,7 @@ void batch_tick_actor::job_ended(const std::vector<sequence_id>& rows, job_end h
             }
             continue;
         }
+        e.chain_refused = false;
         const bool ending = e.phase() == seq_phase::finishing_job;
         if (how == job_end::completed) {
             e.seq->failed_jobs = 0;
@@ -418,7 +421,9 @@ std::vector<seq_view> batch_tick_actor::views() const {
 // job, a decode whose draw the device makes, its KV holds the step and it is under
 // max_tokens (fields of the sequence read here never change after admission).
 bool batch_tick_actor::chainable(const entry& e) const {
-    if (!options_.chain_tokens || e.phase() != seq_phase::decode || e.jobs != 1 || e.copy != device_copy::held) return false;
+    if (!options_.chain_tokens || e.chain_refused || e.phase() != seq_phase::decode || e.jobs != 1 ||
+        e.copy != device_copy::held)
+        return false;
     const auto& s = *e.seq;
     if (s.constraint || !model::head_can_sample(s.params)) return false;
     return e.tokens_after <= s.kv_tokens && e.tokens_after - s.prompt_len < s.max_tokens;
@@ -451,6 +456,7 @@ void batch_tick_actor::commit(const job_choice& choice, device::slot slot) {
         CALSERVE_INVARIANT(std::int64_t(e.seq->tokens.size()) <= e.seq->kv_tokens, "job past the KV reservation");
         e.life.transition_to(choice.prefill ? seq_phase::prefill : seq_phase::decode);
         e.jobs = 1;
+        e.chain_refused = false;
         e.tokens_after = std::int64_t(e.seq->tokens.size()) + 1;
         e.copy = device_copy::held;
         e.cached = 0;

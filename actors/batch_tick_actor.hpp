@@ -197,6 +197,10 @@ private:
         // Its tokens once every job holding it has drawn (the BatchTick's own count: the
         // sequence's tokens belong to the jobs' holders meanwhile).
         std::int64_t tokens_after = 0;
+        // A step chained to its job came back unrun (that job was not on the device: its
+        // submission is being retried): no more chaining until that job has ended, or the
+        // same step would be formed and refused again at the same instant without end.
+        bool chain_refused = false;
     };
 
     void share_prompt(entry& e);

@@ -74,11 +74,16 @@ void runtime::stop() {
 std::size_t runtime::run_until_idle() {
     CALSERVE_INVARIANT(mode_ == run_mode::deterministic, "run_until_idle() is for deterministic mode");
     std::size_t ran = 0;
-    while (true) {
+    while (!livelocked_) {
         if (io_.stopped()) io_.restart();
-        std::size_t n = io_.poll();
-        ran += n;
-        if (n == 0) break;
+        if (io_.poll_one() == 0) break;
+        if (++ran == k_instant_limit) {
+            // Handlers posting handlers without end while time stands still: nothing a
+            // timer could ever interrupt. Reported, and the run stops here for good.
+            livelocked_ = true;
+            report_failure("livelock: " + std::to_string(ran) + " handlers at t=" + std::to_string(now().count()) +
+                           " ns without time moving");
+        }
     }
     return ran;
 }
@@ -86,6 +91,7 @@ std::size_t runtime::run_until_idle() {
 bool runtime::advance_to_next_timer() {
     CALSERVE_INVARIANT(mode_ == run_mode::deterministic, "advance_to_next_timer() is for deterministic mode");
     run_until_idle();
+    if (livelocked_) return false;
     std::vector<virtual_timer> due;
     {
         std::lock_guard lock(mutex_);
@@ -110,7 +116,7 @@ bool runtime::advance_to_next_timer() {
 void runtime::run_for(nanoseconds duration) {
     nanoseconds until = now() + duration;
     run_until_idle();
-    while (true) {
+    while (!livelocked_) {
         {
             std::lock_guard lock(mutex_);
             while (!timers_.empty() && timers_.top().cancelled->load()) timers_.pop();

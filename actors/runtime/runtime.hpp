@@ -100,6 +100,8 @@ public:
 
     // Deterministic mode driving. run_until_idle runs every ready handler
     // (including those they post) without moving time; returns handlers run.
+    // More than k_instant_limit handlers at one instant is a livelock: reported
+    // as a failure, after which the deterministic runtime runs nothing more.
     std::size_t run_until_idle();
     // Moves virtual time to the earliest pending timer, fires every timer due
     // then, and runs until idle. Returns false when no timer is pending.
@@ -145,7 +147,9 @@ private:
         }
     };
 
+    static constexpr std::size_t k_instant_limit = 5'000'000;
     run_mode mode_;
+    bool livelocked_ = false;  // deterministic only
     std::size_t thread_count_;
     asio::io_context io_;
     std::vector<std::thread> threads_;

@@ -22,7 +22,7 @@ namespace {
 // The host samples every row and nothing is chained: the reference for every stream here.
 const std::vector<std::string> k_host{"runtime.max_batch=16", "log.level=warn", "device.sampling_head=false"};
 // The defaults: the head draws, steps are chained.
-const std::vector<std::string> k_device{"runtime.max_batch=16", "log.level=warn", "runtime.chain_tokens=true"};
+const std::vector<std::string> k_device{"runtime.max_batch=16", "log.level=warn"};
 
 struct stream {
     std::string id;
@@ -231,4 +231,34 @@ TEST_CASE("rows that need their logits (logprobs, penalties) are sampled on the 
     engine_harness* dev = nullptr;
     CHECK(run_all(k_device, requests, &dev) == host);
     CHECK(dev->metrics.device_drawn_rows.value() > 0);
+}
+
+// A step chained to a job whose submission is refused and retried later (submit_busy)
+// finds no source on the device and goes back unrun; its rows must wait for that job
+// instead of being chained to it again at the same instant without end (a livelock
+// the runtime reports as a failure).
+TEST_CASE("a chained step whose source is refused and retried waits for it: same tokens, no livelock",
+          "[engine][sampling_head][faults]") {
+    std::vector<generation_request> requests;
+    engine_harness h(calserve::test::on_package, k_device);
+    for (int i = 0; i < 6; ++i) requests.push_back(request_of(h, 90 + i, 20));
+    const auto host = run_all(k_host, requests);
+    auto streams = submit_until_chained(h, requests);
+    REQUIRE(h.metrics.chained_steps.value() >= 3);
+    device::fault_spec f;
+    f.point = device::fault_point::submit_busy;
+    f.mode = device::arm_mode::count;
+    f.count = 4;
+    REQUIRE(h.engine->faults()->arm(f).ok());
+    h.run_until_done();
+    INFO((h.rt.failures().empty() ? std::string() : h.rt.failures().front()));
+    REQUIRE(h.rt.failures().empty());
+    CHECK(h.engine->faults()->fires(device::fault_point::submit_busy) == 4);
+    CHECK(h.engine->device_resets() == 0);
+    for (std::size_t i = 0; i < streams.size(); ++i) {
+        INFO(requests[i].id);
+        REQUIRE(streams[i].sink->finishes == 1);
+        CHECK(streams[i].sink->tokens == host[i]);
+    }
+    CHECK(h.engine->kv_manager().pool().reserved_blocks() == 0);
 }
