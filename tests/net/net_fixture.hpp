@@ -54,6 +54,7 @@ public:
     std::vector<std::string> script;     // when set: token i's text is script[i % size]
     std::atomic<bool> ready{true};
     std::atomic<bool> gate_open{true};   // tokens wait while false
+    std::string hold_suffix;             // requests whose id ends with it emit nothing until cancelled
 
     void_result submit(actors::generation_request r, std::shared_ptr<actors::generation_sink> sink) override {
         if (submit_failure) return make_error(*submit_failure, "fake refusal");
@@ -122,7 +123,8 @@ private:
         res.reason = final_reason;
         res.failure = final_failure;
         for (std::int64_t i = 0; i < r.max_tokens; ++i) {
-            while (!gate_open.load() && !cancelled.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            const bool held = !hold_suffix.empty() && r.id.ends_with(hold_suffix);
+            while ((!gate_open.load() || held) && !cancelled.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
             if (cancelled.load()) {
                 res.reason = actors::finish_reason::cancelled;
                 res.failure.reset();
