@@ -81,14 +81,14 @@ std::optional<prefix_cache::hit> prefix_cache::lookup(const cache_key& scope, st
         const std::int64_t mid = hit_at + (miss_at - hit_at) / 2;
         (indexed(mid) == index_.end() ? miss_at : hit_at) = mid;
     }
-    const auto& holders = indexed(hit_at)->second;
+    const auto& at = indexed(hit_at)->second;
     const std::int64_t n = (hit_at + 1) * block_tokens_;
-    for (auto source = holders.rbegin(); source != holders.rend(); ++source) {
-        entry& e = entries_.at(*source);
+    for (auto source = at.rbegin(); source != at.rend(); ++source) {
+        entry& e = entries_.at(source->seq);
         // The tokens are compared too: a key collision can only miss, never serve wrong KV.
         if (e.scope == scope && std::memcmp(e.tokens.data(), tokens.data(), std::size_t(n) * sizeof(token)) == 0) {
             touch(e);
-            return hit{*source, n};
+            return hit{source->seq, n};
         }
     }
     return std::nullopt;
@@ -108,9 +108,9 @@ bool prefix_cache::held_elsewhere(sequence_id seq, const cache_key& scope, std::
                                   const cache_key& last) {
     auto it = index_.find(last);
     if (it == index_.end()) return false;
-    for (auto other : it->second) {
-        if (other == seq) continue;
-        entry& o = entries_.at(other);
+    for (const auto& h : it->second) {
+        if (h.seq == seq) continue;
+        entry& o = entries_.at(h.seq);
         if (o.scope == scope && o.tokens.size() >= tokens.size() && std::equal(tokens.begin(), tokens.end(), o.tokens.begin())) {
             touch(o);
             return true;
@@ -125,11 +125,12 @@ std::vector<sequence_id> prefix_cache::prefixes_of(sequence_id seq, const cache_
     for (const auto& k : keys) {
         auto it = index_.find(k);
         if (it == index_.end()) continue;
-        for (auto other : it->second) {
-            const entry& o = entries_.at(other);
-            if (other != seq && o.keys.back() == k && o.scope == scope && o.tokens.size() <= tokens.size() &&
+        for (const auto& h : it->second) {
+            if (!h.last || h.seq == seq) continue;  // only entries ending here can be a prefix ending here
+            const entry& o = entries_.at(h.seq);
+            if (o.scope == scope && o.tokens.size() <= tokens.size() &&
                 std::equal(o.tokens.begin(), o.tokens.end(), tokens.begin()))
-                out.push_back(other);
+                out.push_back(h.seq);
         }
     }
     return out;
@@ -153,13 +154,28 @@ std::vector<sequence_id> prefix_cache::insert(sequence_id seq, const cache_key& 
     // Entries whose whole run is a prefix of this one are redundant; a running entry's KV
     // is its sequence's: it only leaves the index.
     auto redundant = prefixes_of(seq, scope, tokens, chain);
-    std::erase_if(redundant, [this](sequence_id r) {
-        const bool owned_elsewhere = entries_.at(r).running;
-        erase(r);
+    // The longest of them hands its index places over (usually the only one: the previous
+    // turn of this conversation); the others leave the index.
+    sequence_id longest = 0;
+    for (auto r : redundant)
+        if (longest == 0 || entries_.at(r).tokens.size() > entries_.at(longest).tokens.size()) longest = r;
+    std::size_t handed = 0;
+    std::erase_if(redundant, [&](sequence_id r) {
+        const entry& o = entries_.at(r);
+        const bool owned_elsewhere = o.running;
+        if (r == longest) {
+            handed = o.keys.size();
+            hand_over(r, seq, chain);
+            if (o.running) --running_;
+            lru_.erase(o.lru);
+            entries_.erase(r);
+        } else {
+            erase(r);
+        }
         return owned_elsewhere;
     });
+    index_from(seq, chain, handed);
     entry e{scope, std::move(tokens), std::move(chain), lru_.insert(lru_.end(), seq), running};
-    for (const auto& k : e.keys) index_[k].push_back(seq);
     entries_.emplace(seq, std::move(e));
     if (running) ++running_;
     return redundant;
@@ -183,7 +199,11 @@ std::vector<sequence_id> prefix_cache::promote(sequence_id seq, std::vector<toke
         return owned_elsewhere;
     });
     entry& kept = entries_.at(seq);  // still there: only other entries were erased
-    for (const auto& k : added) index_[k].push_back(seq);
+    if (!added.empty()) {
+        for (auto& h : index_.find(chain[old_blocks - 1])->second)
+            if (h.seq == seq) h.last = false;
+        index_from(seq, chain, old_blocks);
+    }
     kept.keys = std::move(chain);
     kept.tokens = std::move(tokens);
     kept.running = false;
@@ -198,9 +218,23 @@ void prefix_cache::unindex(sequence_id seq, const entry& e) {
     for (const auto& k : e.keys) {
         auto it = index_.find(k);
         if (it == index_.end()) continue;
-        auto& holders = it->second;
-        holders.erase(std::remove(holders.begin(), holders.end(), seq), holders.end());
-        if (holders.empty()) index_.erase(it);
+        auto& at = it->second;
+        at.erase(std::remove_if(at.begin(), at.end(), [seq](const holder& h) { return h.seq == seq; }), at.end());
+        if (at.empty()) index_.erase(it);
+    }
+}
+
+void prefix_cache::index_from(sequence_id seq, const std::vector<cache_key>& keys, std::size_t from) {
+    for (std::size_t i = from; i < keys.size(); ++i) index_[keys[i]].push_back({seq, i + 1 == keys.size()});
+}
+
+void prefix_cache::hand_over(sequence_id old, sequence_id seq, const std::vector<cache_key>& keys) {
+    const auto n = entries_.at(old).keys.size();  // a prefix of `keys`: the same first n keys
+    for (std::size_t i = 0; i < n; ++i) {
+        auto& at = index_.find(keys[i])->second;
+        auto h = std::find_if(at.begin(), at.end(), [old](const holder& x) { return x.seq == old; });
+        std::rotate(h, h + 1, at.end());  // most recent last
+        at.back() = {seq, i + 1 == keys.size()};
     }
 }
 
@@ -249,10 +283,11 @@ bool prefix_cache::consistent() const {
     for (const auto& [seq, e] : entries_) {
         if (e.tokens.empty() || std::int64_t(e.tokens.size()) % block_tokens_ != 0) return false;
         if (e.keys != this->keys(e.scope, e.tokens, std::int64_t(e.tokens.size()) / block_tokens_)) return false;
-        for (const auto& k : e.keys) {
-            auto it = index_.find(k);
-            if (it == index_.end() || std::find(it->second.begin(), it->second.end(), seq) == it->second.end())
-                return false;
+        for (std::size_t i = 0; i < e.keys.size(); ++i) {
+            auto it = index_.find(e.keys[i]);
+            if (it == index_.end()) return false;
+            auto h = std::find_if(it->second.begin(), it->second.end(), [seq](const holder& x) { return x.seq == seq; });
+            if (h == it->second.end() || h->last != (i + 1 == e.keys.size())) return false;
         }
         keys += e.keys.size();
     }

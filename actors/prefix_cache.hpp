@@ -117,7 +117,20 @@ private:
         std::list<sequence_id>::iterator lru;   // position in lru_ (front = least recent)
         bool running = false;                   // a running sequence's prompt: never evicted or freed here
     };
+    // One entry holding a key's prefix; `last`: the key is the entry's last block's.
+    struct holder {
+        sequence_id seq = 0;
+        bool last = false;
+    };
+    using holders = boost::container::small_vector<holder, 2>;
+
     void unindex(sequence_id seq, const entry& e);
+    // Indexes `seq`'s keys from `from` on (its last key marked).
+    void index_from(sequence_id seq, const std::vector<cache_key>& keys, std::size_t from);
+    // `seq` (a new entry with `keys`) takes over the index places of `old`, an entry whose
+    // run is a prefix of its own, which leaves the cache: one find per shared key instead of
+    // an erase and an insert.
+    void hand_over(sequence_id old, sequence_id seq, const std::vector<cache_key>& keys);
     // Keys of the first `blocks` blocks of `tokens`, starting from `known` ones.
     std::vector<cache_key> chain_of(const cache_key& scope, std::span<const token> tokens, std::int64_t blocks,
                                     std::span<const cache_key> known) const;
@@ -134,7 +147,7 @@ private:
     // Key -> entries holding that prefix (most recent last; usually one: an entry that is a
     // prefix of another is dropped, so only branches share keys). Flat: a 32k-token prompt
     // is 512 keys, looked up and inserted per request.
-    boost::unordered_flat_map<cache_key, boost::container::small_vector<sequence_id, 2>, key_hash> index_;
+    boost::unordered_flat_map<cache_key, holders, key_hash> index_;
     std::list<sequence_id> lru_;
     std::size_t running_ = 0;  // entries with `running`
 };
