@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fstream>
 #include <iterator>
+#include <malloc.h>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -101,6 +102,10 @@ process_sample read_process_sample() {
         if (auto pages = parse_statm_resident_pages(*statm)) s.resident_bytes = double(*pages) * double(page);
     }
     s.open_fds = count_open_fds();
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+    const struct mallinfo2 mi = ::mallinfo2();
+    s.heap_bytes = double(mi.uordblks) + double(mi.hblkhd);
+#endif
     if (auto stat = slurp("/proc/self/stat"); stat && ticks > 0) {
         if (auto f = parse_proc_stat(*stat)) {
             s.threads = double(f->num_threads);
@@ -119,15 +124,17 @@ void install_process_metrics(registry& r) {
     auto& rss = r.add_gauge("process_resident_memory_bytes", "Resident memory size in bytes.").get();
     auto& fds = r.add_gauge("process_open_fds", "Number of open file descriptors.").get();
     auto& threads = r.add_gauge("process_threads", "Number of OS threads in the process.").get();
+    auto& heap = r.add_gauge("process_heap_bytes", "Heap bytes in use by the program (malloc in-use chunks and mmapped blocks).").get();
     auto& cpu = r.add_counter("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.").get();
     auto& start = r.add_gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.")
                       .get();
     // The counter only moves forward by increments: concurrent scrapes take turns so
     // the same CPU time is never added twice.
     auto cpu_mutex = std::make_shared<std::mutex>();
-    r.add_collector([&rss, &fds, &threads, &cpu, &start, cpu_mutex] {
+    r.add_collector([&rss, &heap, &fds, &threads, &cpu, &start, cpu_mutex] {
         const auto s = read_process_sample();
         if (s.resident_bytes) rss.set(*s.resident_bytes);
+        if (s.heap_bytes) heap.set(*s.heap_bytes);
         if (s.open_fds) fds.set(*s.open_fds);
         if (s.threads) threads.set(*s.threads);
         if (s.start_time_seconds) start.set(*s.start_time_seconds);

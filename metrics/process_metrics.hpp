@@ -42,12 +42,15 @@ struct process_sample {
     std::optional<double> threads;
     std::optional<double> cpu_seconds;
     std::optional<double> start_time_seconds;  // Unix time
+    // Heap bytes the program holds (glibc mallinfo2: in-use chunks + mmapped blocks). Beside
+    // the resident size it tells retained memory from pages the allocator keeps.
+    std::optional<double> heap_bytes;
 };
 
 // Reads the calling process's numbers from /proc/self (empty fields: unreadable).
 process_sample read_process_sample();
 
-// Adds the five process_* families to `r` and a collector that refreshes them
+// Adds the six process_* families to `r` and a collector that refreshes them
 // from /proc/self at every render. Call once per registry.
 void install_process_metrics(registry& r);
 

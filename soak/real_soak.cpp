@@ -403,6 +403,8 @@ result<real_soak_report> run_real_soak(const real_soak_options& o, std::ostream&
     // RSS: a sustained rise of 10% (at least 32 MiB) over the window; threads: 4 more.
     report.rss = summarize(report.samples, w, [](const daemon_gauges& g) { return g.rss_bytes; },
                            std::max(32.0 * 1048576, 0.1 * rss_at_warmup));
+    report.heap = summarize(report.samples, w, [](const daemon_gauges& g) { return g.heap_bytes; },
+                            std::max(32.0 * 1048576, 0.1 * rss_at_warmup));
     report.fds = summarize(report.samples, w, [](const daemon_gauges& g) { return g.open_fds; }, 2.0 * o.concurrency + 8);
     report.threads = summarize(report.samples, w, [](const daemon_gauges& g) { return g.threads; }, 4);
     std::vector<double> done, fds;

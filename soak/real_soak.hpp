@@ -77,6 +77,7 @@ struct real_soak_report {
     std::vector<sample_point> samples;
     std::size_t warmup_samples = 0;
     series_summary rss, fds, threads;
+    series_summary heap;  // reported, not judged: RSS is (heap growth = memory still referenced)
     fd_verdict fd;
     bool daemon_answering = true;
     bool settled = false;

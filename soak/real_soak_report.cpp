@@ -1,5 +1,6 @@
 // Summaries, verdict and report text of the real-daemon soak (see real_soak.hpp).
 #include <algorithm>
+#include <cmath>
 #include <iomanip>
 #include <ostream>
 
@@ -86,6 +87,7 @@ void print_report(const real_soak_report& r, const real_soak_options& o, std::os
     out << "samples: " << r.samples.size() << " (first " << r.warmup_samples << " in the warm-up, left out of slopes)\n";
     out << std::setprecision(4);
     print_series(out, "rss", r.rss, 1048576.0, "MiB");
+    if (!std::isnan(r.heap.last)) print_series(out, "heap", r.heap, 1048576.0, "MiB");
     print_series(out, "fds", r.fds, 1.0, "fds");
     print_series(out, "threads", r.threads, 1.0, "threads");
     if (r.fd.judged) {

@@ -34,6 +34,7 @@ std::optional<daemon_gauges> parse_gauges(std::string_view page) {
     g.open_fds = *fds;
     g.threads = *threads;
     g.cpu_seconds = find_sample(page, "process_cpu_seconds_total").value_or(NAN);
+    g.heap_bytes = find_sample(page, "process_heap_bytes").value_or(NAN);
     g.kv_blocks_used = *kv;
     g.inflight_slots = *slots;
     g.requests_running = find_sample(page, "calserve_requests_running").value_or(NAN);

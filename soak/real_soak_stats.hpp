@@ -18,6 +18,7 @@ namespace calserve::soak {
 // The series sampled every interval (NaN when the page did not carry one).
 struct daemon_gauges {
     double rss_bytes = 0, open_fds = 0, threads = 0, cpu_seconds = 0;
+    double heap_bytes = 0;  // NaN when the daemon does not serve process_heap_bytes
     double kv_blocks_used = 0, inflight_slots = 0, requests_running = 0, requests_waiting = 0;
 };
 
