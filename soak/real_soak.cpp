@@ -266,12 +266,14 @@ std::string sample_json(const sample_point& s) {
                    {"requests_running", s.gauges.requests_running},
                    {"requests_waiting", s.gauges.requests_waiting}};
     if (s.gauges.cpu_seconds == s.gauges.cpu_seconds) o["cpu_seconds"] = s.gauges.cpu_seconds;
+    if (s.gauges.heap_bytes == s.gauges.heap_bytes) o["heap_bytes"] = s.gauges.heap_bytes;
     return json::serialize(o);
 }
 
 void print_progress(const shared_run& run, const sample_point& s, std::ostream& out) {
     out << "soak --real: t=" << std::llround(s.t_s) << "s sent=" << run.sent.load() << " done=" << run.done.load()
-        << " rss_mib=" << s.gauges.rss_bytes / 1048576.0 << " fds=" << s.gauges.open_fds
+        << " rss_mib=" << s.gauges.rss_bytes / 1048576.0 << " heap_mib=" << s.gauges.heap_bytes / 1048576.0
+        << " fds=" << s.gauges.open_fds
         << " threads=" << s.gauges.threads << " kv_blocks_used=" << s.gauges.kv_blocks_used << std::endl;
 }
 
