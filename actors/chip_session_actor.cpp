@@ -97,7 +97,7 @@ void chip_session_actor::chain_to_other(job_context& job) {
 void apply_draws(job_context& job) {
     job.picks.assign(job.rows.size(), make_error(status::internal, "row not sampled"));
     for (std::size_t r = 0; r < job.rows.size() && r < job.drawn_tokens.size(); ++r) {
-        if (r >= job.drawn.size() || !job.drawn[r]) continue;
+        if (!job.drawn(r)) continue;
         auto& seq = *job.rows[r];
         seq.tokens.push_back(job.drawn_tokens[r]);
         seq.rng.restore(job.drawn_rng[r]);
@@ -148,8 +148,8 @@ void chip_session_actor::on(cs_job_done& m) {
     m.job->t_wall_from = m.job->chained() ? std::max(m.job->t_fill, last_done_) : m.job->t_fill;
     last_done_ = std::max(last_done_, m.job->t_done);
     if (!m.job->prefill) apply_draws(*m.job);  // in completion order: a chained job's draw comes after this one
-    const bool all_drawn = !m.job->prefill && std::all_of(m.job->drawn.begin(), m.job->drawn.end(), [](auto d) { return d != 0; }) &&
-                           !m.job->drawn.empty();
+    const bool all_drawn = !m.job->prefill && !m.job->rows.empty() &&
+                           m.job->rows_in(device::head_mode::sample) == m.job->rows.size();
     if (all_drawn && at_sampler_ == 0) {
         // Nothing for the Sampler, and no earlier job there whose tokens must reach the
         // Requests first: the step's critical path skips its two hops.

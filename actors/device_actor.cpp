@@ -1,5 +1,6 @@
 #include "actors/device_actor.hpp"
 
+#include <cmath>
 #include <cstring>
 #include <spdlog/spdlog.h>
 
@@ -9,6 +10,7 @@
 #include "device/sampling_head.hpp"
 #include "metrics/metrics.hpp"
 #include "model/core/thread_pool.hpp"
+#include "model/sampling/sampling.hpp"
 
 namespace calserve::actors {
 
@@ -27,6 +29,7 @@ device_actor::device_actor(runtime& rt, std::shared_ptr<device::device> dev, dev
         profile_batches_.push_back(p.batch);
         auto d = dev_->submodel(p.submodel);
         profile_heads_.push_back(options_.sampling_head && d && d->has_sampling_head());
+        profile_head_k_.push_back(profile_heads_.back() ? d->head_k : 0);
     }
 }
 
@@ -267,7 +270,8 @@ void_result device_actor::fill_decode(const job_ptr& job) {
         rows[r] = seq.seq;
         job->counts[r] = 1;
     }
-    job->drawn.assign(job->rows.size(), 0);
+    job->head.assign(job->rows.size(), device::head_mode::logits);
+    job->head_k = profile_head_k_[*index];
     if (head) {
         if (!fill_head(job)) {
             job->unrun = true;
@@ -302,8 +306,19 @@ void_result device_actor::fill_decode(const job_ptr& job) {
     return {};
 }
 
-// Which rows the head draws: those that need only their logits (no penalties, bias,
-// logprobs or token mask). A chained row must have been drawn in its source job, and
+// What the head returns for a row (docs/device.md "Sampling head"): the draw when the row
+// needs only its logits (no penalties, bias, logprobs or token mask); its top K and
+// log_z when they determine its token and logprobs exactly (model::top_k_determines:
+// logprobs rows, greedy or top-k <= K); else its logits.
+device::head_mode head_mode_of(const sequence_state& seq, std::int64_t head_k, std::int64_t vocab) {
+    if (seq.constraint) return device::head_mode::logits;
+    if (model::head_can_sample(seq.params)) return device::head_mode::sample;
+    if (head_k > 0 && model::top_k_determines(seq.params, std::size_t(head_k), std::size_t(vocab)))
+        return device::head_mode::top_k;
+    return device::head_mode::logits;
+}
+
+// Each row's head mode. A chained row must have been drawn in its source job, and
 // that job must be on the device in this generation; otherwise the job goes back unrun
 // (the host reads the source's token first and forms the step again).
 bool device_actor::fill_head(const job_ptr& job) {
@@ -311,11 +326,10 @@ bool device_actor::fill_head(const job_ptr& job) {
     const bool src_live = src && src->device_job != 0 && src->device_generation == generation_;
     job->chain_from_id = src_live ? src->device_job : 0;
     for (std::size_t r = 0; r < job->rows.size(); ++r) {
-        const auto& seq = *job->rows[r];
-        job->drawn[r] = model::head_can_sample(seq.params) && !seq.constraint ? 1 : 0;
+        job->head[r] = head_mode_of(*job->rows[r], job->head_k, job->vocab);
         const int c = job->chain_rows[r];
         if (c < 0) continue;
-        if (!src_live || !job->drawn[r] || std::size_t(c) >= src->drawn.size() || !src->drawn[std::size_t(c)]) return false;
+        if (!src_live || !job->drawn(r) || !src->drawn(std::size_t(c))) return false;
     }
     return true;
 }
@@ -384,17 +398,18 @@ void device_actor::finish_job(const job_ptr& job, const device::job_result& r) {
     const auto& sm = submodel_of(job);
     if (job->any_drawn())
         if (auto d = read_draws(job, sm); !d) return fault(d.error(), job);
+    if (job->rows_in(device::head_mode::top_k) > 0)
+        if (auto t = read_top_k(job, sm); !t) return fault(t.error(), job);
     if (auto l = read_logits(job, sm); !l) return fault(l.error(), job);
     job->t_done = rt().now();
     job->device_compute_s = double(r.timing.compute_end_ns - r.timing.compute_start_ns) * 1e-9;
     if (metrics_) {
         metrics_->device_busy_seconds.inc(job->device_compute_s);
         std::uint64_t bytes = 0;
-        for (std::size_t i = 0; i < job->rows.size(); ++i) {
-            const bool drawn = i < job->drawn.size() && job->drawn[i];
-            bytes += device::head_row_d2h_bytes(drawn ? device::head_mode::sample : device::head_mode::logits, 0, job->vocab);
-            if (drawn) metrics_->device_drawn_rows.inc();
-        }
+        for (std::size_t i = 0; i < job->rows.size(); ++i)
+            bytes += device::head_row_d2h_bytes(job->mode(i), job->head_k, job->vocab);
+        metrics_->device_drawn_rows.inc(double(job->rows_in(device::head_mode::sample)));
+        metrics_->device_topk_rows.inc(double(job->rows_in(device::head_mode::top_k)));
         metrics_->d2h_bytes.inc(double(bytes));
     }
     for (std::size_t i = 0; i < job->rows.size(); ++i) {
@@ -408,10 +423,10 @@ void device_actor::finish_job(const job_ptr& job, const device::job_result& r) {
 void head_params_of(const job_context& job, std::span<device::head_row> out) {
     for (std::size_t r = 0; r < job.rows.size() && r < out.size(); ++r) {
         const auto& seq = *job.rows[r];
-        const bool drawn = r < job.drawn.size() && job.drawn[r];
+        const bool drawn = job.drawn(r);
         auto& h = out[r];
         h = device::head_row{};
-        h.mode = std::uint32_t(drawn ? device::head_mode::sample : device::head_mode::logits);
+        h.mode = std::uint32_t(job.mode(r));
         h.temperature = seq.params.temperature;
         h.top_p = seq.params.top_p;
         h.top_k = seq.params.top_k;
@@ -433,7 +448,7 @@ void_result take_draws(job_context& job, std::span<const std::byte> tokens, std:
     job.drawn_tokens.assign(rows, -1);
     job.drawn_rng.resize(rows);
     for (std::size_t r = 0; r < rows; ++r) {
-        if (r >= job.drawn.size() || !job.drawn[r]) continue;
+        if (!job.drawn(r)) continue;
         std::int32_t t = -1;
         std::memcpy(&t, tokens.data() + r * 4, 4);
         if (t < 0 || t >= job.vocab)
@@ -443,6 +458,39 @@ void_result take_draws(job_context& job, std::span<const std::byte> tokens, std:
         std::memcpy(job.drawn_rng[r].data(), states.data() + r * 32, 32);
     }
     return {};
+}
+
+void_result take_top_k(job_context& job, std::span<const std::byte> logits, std::span<const std::byte> ids,
+                       std::span<const std::byte> log_z) {
+    const std::size_t rows = job.rows.size(), k = std::size_t(job.head_k);
+    if (logits.size() < rows * k * 4 || ids.size() < rows * k * 4 || log_z.size() < rows * 8)
+        return make_error(status::internal, "sampling head top-k output smaller than the job's live rows");
+    job.topk_logits.resize(rows * k);
+    job.topk_ids.resize(rows * k);
+    job.topk_log_z.resize(rows);
+    std::memcpy(job.topk_logits.data(), logits.data(), rows * k * 4);
+    std::memcpy(job.topk_ids.data(), ids.data(), rows * k * 4);
+    std::memcpy(job.topk_log_z.data(), log_z.data(), rows * 8);
+    for (std::size_t r = 0; r < rows; ++r) {
+        if (job.mode(r) != device::head_mode::top_k) continue;
+        const std::int32_t best = k > 0 ? job.topk_ids[r * k] : -1;
+        if (best < 0 || best >= job.vocab || !std::isfinite(job.topk_log_z[r]) || !std::isfinite(job.topk_logits[r * k]))
+            return make_error(status::logits_nan, "sampling head returned no top k for row " + std::to_string(r) +
+                                                      " (logits not finite)");
+    }
+    return {};
+}
+
+// The sampling head's top K and log_z of every top-k row; a row it could not summarise
+// (NaN/Inf logits) is the device fault a bad logit is.
+void_result device_actor::read_top_k(const job_ptr& job, const std::string& sm) {
+    auto logits = dev_->output(sm, job->slot, device::k_head_topk_logits);
+    if (!logits) return logits.error();
+    auto ids = dev_->output(sm, job->slot, device::k_head_topk_ids);
+    if (!ids) return ids.error();
+    auto log_z = dev_->output(sm, job->slot, device::k_head_lse);
+    if (!log_z) return log_z.error();
+    return take_top_k(*job, *logits, *ids, *log_z);
 }
 
 // The sampling head's token and RNG state of every drawn row; a row the head could not
@@ -458,8 +506,7 @@ void_result device_actor::read_draws(const job_ptr& job, const std::string& sm) 
 // The logits of the rows the host samples, NaN/Inf-checked; nothing when the head drew every row.
 void_result device_actor::read_logits(const job_ptr& job, const std::string& sm) {
     const std::size_t rows = job->rows.size();
-    std::size_t host_rows = rows;
-    for (auto d : job->drawn) host_rows -= d ? 1 : 0;
+    const std::size_t host_rows = job->rows_in(device::head_mode::logits);
     if (host_rows == 0) return {};
     if (auto r = dev_->read_output(sm, job->slot, "logits", job->logits); !r) return r;
     const std::size_t row_bytes = std::size_t(job->vocab) * 2;
@@ -468,7 +515,7 @@ void_result device_actor::read_logits(const job_ptr& job, const std::string& sm)
     if (host_rows == rows)  // only live rows are checked: padding rows are never sampled
         return check_logits_rows(std::span<const std::byte>(job->logits).first(row_bytes * rows), rows, check_pool_.get());
     for (std::size_t r = 0; r < rows; ++r) {
-        if (job->drawn[r]) continue;
+        if (job->mode(r) != device::head_mode::logits) continue;
         if (auto nan = device::check_logits_bf16(std::span<const std::byte>(job->logits).subspan(r * row_bytes, row_bytes));
             !nan)
             return make_error(status::logits_nan, "row " + std::to_string(r) + ": " + nan.error().what());

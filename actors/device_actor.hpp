@@ -113,7 +113,8 @@ struct device_actor_options {
     // one pass over 16 x 151,936 BF16 values is most of a step's host time.
     int check_threads = 1;
     // device.sampling_head: rows that need only their logits are drawn by the decode
-    // programs' sampling head, when the package has one (docs/device.md "Sampling head").
+    // programs' sampling head, when the package has one (docs/device.md "Sampling head"),
+    // and rows whose token and logprobs follow from the head's top K get only those.
     bool sampling_head = true;
 };
 
@@ -127,6 +128,12 @@ void_result check_logits_rows(std::span<const std::byte> logits, std::size_t row
 // drawn_rng, logits_nan when the head drew no token for one.
 void head_params_of(const job_context& job, std::span<device::head_row> out);
 void_result take_draws(job_context& job, std::span<const std::byte> tokens, std::span<const std::byte> states);
+// The head's top K, their ids and log_z ("topk_logits", "topk_ids", "lse") into
+// job.topk_*; logits_nan when a top-k row holds no finite summary.
+void_result take_top_k(job_context& job, std::span<const std::byte> logits, std::span<const std::byte> ids,
+                       std::span<const std::byte> log_z);
+// What the head returns for one row of a program whose head has top-k `head_k` (0: none).
+device::head_mode head_mode_of(const sequence_state& seq, std::int64_t head_k, std::int64_t vocab);
 
 class device_actor : public actor<device_actor, device_actor_message> {
 public:
@@ -161,6 +168,7 @@ private:
     // false when a chained row's source job was never submitted (the job goes back unrun).
     bool fill_head(const job_ptr& job);
     void_result read_draws(const job_ptr& job, const std::string& sm);
+    void_result read_top_k(const job_ptr& job, const std::string& sm);
     void_result read_logits(const job_ptr& job, const std::string& sm);
     // How long to wait for `job` before declaring the device hung (options, wait_timeout).
     std::chrono::nanoseconds wait_bound(device::job_id job) const;
@@ -182,6 +190,7 @@ private:
     device_actor_options options_;
     std::vector<std::int64_t> profile_batches_;  // options_.decode_profiles' batches (pick_profile's input)
     std::vector<bool> profile_heads_;            // the profile's program ends in a sampling head (and it is on)
+    std::vector<std::int64_t> profile_head_k_;   // its K (0 without a head)
     metrics::calserve_metrics* metrics_;
     std::shared_ptr<engine_journal> journal_;
     address<chip_session_actor> session_;

@@ -15,6 +15,7 @@
 
 #include "actors/sequence.hpp"
 #include "config/result.hpp"
+#include "device/sampling_head.hpp"
 #include "device/types.hpp"
 
 namespace calserve::actors {
@@ -31,13 +32,18 @@ struct job_context {
     std::int64_t vocab = 0;
     std::vector<std::byte> logits;        // BF16, >= rows.size() x vocab (D2H target; a padded batch's whole output)
     // Sampling head and token chaining (docs/device.md "Sampling head"). The DeviceActor
-    // decides per row whether the device draws it (`drawn`) and, after the job, copies the
-    // draws out (`drawn_tokens`, `drawn_rng`); the ChipSession applies them to the rows'
-    // sequences, the Sampler draws only the other rows. A chained row (`chain_rows[r] >= 0`)
+    // decides per row what the head returns (`head`: the draw, the top K, or the logits)
+    // and, after the job, copies the draws out (`drawn_tokens`, `drawn_rng`) and the top-k
+    // rows (`topk_*`); the ChipSession applies the draws to the rows' sequences, the
+    // Sampler samples the other rows (from the top K, or the logits). A chained row (`chain_rows[r] >= 0`)
     // takes its input token from row chain_rows[r] of `chain_from`, the decode job before
     // it in the other slot, still in flight when this one was formed: the host submits this
     // step before it has read that one. `chain_from` is dropped once the job is submitted.
-    std::vector<std::uint8_t> drawn;      // per row: 1 = drawn by the device's sampling head
+    std::vector<device::head_mode> head;  // per row; logits for every row without a head
+    std::int64_t head_k = 0;              // K of the program's head (top_k rows)
+    std::vector<float> topk_logits;       // top_k rows: K per row, in row order (others unused)
+    std::vector<std::int32_t> topk_ids;
+    std::vector<double> topk_log_z;       // per row: log_z (model::top_k_row)
     std::vector<std::int32_t> drawn_tokens;
     std::vector<std::array<std::uint64_t, 4>> drawn_rng;  // the row's RNG state after the draw
     std::shared_ptr<job_context> chain_from;
@@ -60,11 +66,14 @@ struct job_context {
             if (c >= 0) return true;
         return false;
     }
-    bool any_drawn() const {
-        for (auto d : drawn)
-            if (d) return true;
-        return false;
+    device::head_mode mode(std::size_t r) const { return r < head.size() ? head[r] : device::head_mode::logits; }
+    bool drawn(std::size_t r) const { return mode(r) == device::head_mode::sample; }
+    std::size_t rows_in(device::head_mode m) const {
+        std::size_t n = 0;
+        for (std::size_t r = 0; r < rows.size(); ++r) n += mode(r) == m ? 1 : 0;
+        return n;
     }
+    bool any_drawn() const { return rows_in(device::head_mode::sample) > 0; }
 
     std::vector<sequence_id> row_ids() const {
         std::vector<sequence_id> ids;

@@ -57,17 +57,26 @@ std::optional<error_info> constraint_accept(sequence_constraint& c, token_id tok
     return std::nullopt;
 }
 
+// Row r of the head's top-k output (mode top_k): no constraint, no history needed.
+model::top_k_row top_k_row_of(const job_context& job, std::size_t r) {
+    const auto k = std::size_t(job.head_k);
+    return {std::span<const float>(job.topk_logits).subspan(r * k, k),
+            std::span<const std::int32_t>(job.topk_ids).subspan(r * k, k), job.topk_log_z[r]};
+}
+
 void sample_rows(job_context& job, std::size_t begin, std::size_t end, model::sampler& sampler) {
     const auto vocab = std::size_t(job.vocab);
     std::span<const model::bf16> all(reinterpret_cast<const model::bf16*>(job.logits.data()), job.logits.size() / 2);
     for (std::size_t r = begin; r < end; ++r) {
-        if (r < job.drawn.size() && job.drawn[r]) continue;  // drawn by the device's sampling head
+        if (job.drawn(r)) continue;  // drawn by the device's sampling head
         auto& seq = *job.rows[r];
         std::span<const std::int32_t> tokens(seq.tokens);
         model::token_history history{tokens.first(std::size_t(seq.prompt_len)), tokens.subspan(std::size_t(seq.prompt_len))};
         std::span<const std::uint32_t> allowed;
         if (seq.constraint) allowed = constraint_mask(*seq.constraint, vocab);
-        auto picked = sampler.sample(all.subspan(r * vocab, vocab), seq.params, history, seq.rng, allowed);
+        auto picked = job.mode(r) == device::head_mode::top_k
+                          ? sampler.sample_top_k(top_k_row_of(job, r), seq.params, vocab, seq.rng)
+                          : sampler.sample(all.subspan(r * vocab, vocab), seq.params, history, seq.rng, allowed);
         if (!picked) {
             job.picks[r] = picked.error();
             continue;

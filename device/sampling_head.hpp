@@ -12,15 +12,24 @@
 //!   output "rng_state"      uint32 [B,8]   the row's xoshiro256** state after the draw
 //!   output "topk_logits"    fp32   [B,K]   mode top_k: the K largest logits, descending
 //!   output "topk_ids"       int32  [B,K]   their token ids (ties: lower id first)
-//!   output "lse"            fp32   [B]     mode top_k: log-sum-exp of the whole row
+//!   output "lse"            fp64   [B]     mode top_k: log_z = log sum_i exp((l_i - max) * inv_t)
+//!                                          over the whole row, max = topk_logits[0],
+//!                                          inv_t = 1/temperature (1 when greedy): the
+//!                                          row's log-sum-exp at its temperature, shifted by
+//!                                          max * inv_t (model::top_k_row); NaN, ids -1 when
+//!                                          the row holds NaN/+inf
 //! "logits" stays: rows in mode `logits` (or a job that writes no "sample_params")
 //! read it as before. The output copy (D2H) moves, per live row, only what its mode
-//! returns: logits vocab x 2 B, sample 4 + 32 B, top_k K x 8 + 4 B.
+//! returns: logits vocab x 2 B, sample 4 + 32 B, top_k K x 8 + 8 B.
 //!
 //! Exactness: the head draws with the host sampler's own code (model/sampling) on
 //! the row's BF16 logits, the row's parameters and RNG state, so a token drawn on
 //! the device is the token the host would draw from the same row; it only takes
-//! rows that need nothing but their logits (`model::head_can_sample`).
+//! rows that need nothing but their logits (`model::head_can_sample`). A top-k row is
+//! the sampler's own summary (`model::sampler::summarise_top_k`), from which the host
+//! samples (`sample_top_k`) exactly what it samples from the whole row; the runtime
+//! asks for it only when `model::top_k_determines` holds (logprobs rows, greedy or
+//! top-k <= K). log_z is fp64 so the logprobs equal host sampling's bit for bit.
 //! Chaining: a row with `chain_job != 0` takes its input token and RNG state from
 //! row `chain_row` of that earlier job's head output (a D2D copy on the device);
 //! the job must still be known to the device, that row must be the same sequence
@@ -65,7 +74,7 @@ inline constexpr std::int64_t k_head_rng_words = 8;
 constexpr std::uint64_t head_row_d2h_bytes(head_mode mode, std::int64_t k, std::int64_t vocab) {
     switch (mode) {
         case head_mode::sample: return 4 + 4 * k_head_rng_words;
-        case head_mode::top_k: return std::uint64_t(k) * 8 + 4;
+        case head_mode::top_k: return std::uint64_t(k) * 8 + 8;
         case head_mode::logits: break;
     }
     return std::uint64_t(vocab) * 2;

@@ -16,6 +16,7 @@ std::string_view to_string(dtype t) {
         case dtype::fp32: return "fp32";
         case dtype::int8: return "int8";
         case dtype::uint8: return "uint8";
+        case dtype::fp64: return "fp64";
     }
     return "unknown";
 }
@@ -23,10 +24,11 @@ std::string_view to_string(dtype t) {
 result<dtype> parse_dtype(std::string_view text) {
     std::string lower(text);
     std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-    for (dtype t : {dtype::int32, dtype::uint32, dtype::bf16, dtype::fp16, dtype::fp32, dtype::int8, dtype::uint8}) {
+    for (dtype t : {dtype::int32, dtype::uint32, dtype::bf16, dtype::fp16, dtype::fp32, dtype::int8, dtype::uint8, dtype::fp64}) {
         if (lower == to_string(t)) return t;
     }
     if (lower == "float32" || lower == "f32") return dtype::fp32;
+    if (lower == "float64" || lower == "f64") return dtype::fp64;
     if (lower == "bfloat16") return dtype::bf16;
     if (lower == "float16" || lower == "f16") return dtype::fp16;
     return make_error(status::dtype_mismatch, "unknown dtype '" + std::string(text) + "'");
@@ -41,6 +43,7 @@ std::size_t dtype_size(dtype t) {
         case dtype::fp16: return 2;
         case dtype::int8:
         case dtype::uint8: return 1;
+        case dtype::fp64: return 8;
     }
     return 1;
 }

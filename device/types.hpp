@@ -26,7 +26,7 @@ inline constexpr std::size_t k_slot_count = 2;
 constexpr std::string_view to_string(slot s) { return s == slot::ping ? "ping" : "pong"; }
 constexpr std::size_t index_of(slot s) { return static_cast<std::size_t>(s); }
 
-enum class dtype : std::uint8_t { int32, uint32, bf16, fp16, fp32, int8, uint8 };
+enum class dtype : std::uint8_t { int32, uint32, bf16, fp16, fp32, int8, uint8, fp64 };
 std::string_view to_string(dtype t);
 result<dtype> parse_dtype(std::string_view text);
 std::size_t dtype_size(dtype t);

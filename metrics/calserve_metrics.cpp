@@ -116,6 +116,10 @@ calserve_metrics::calserve_metrics(registry& r)
       device_drawn_rows(r.add_counter("calserve_device_drawn_rows_total",
                                       "Decode rows whose token the device's sampling head drew (no logits copied).")
                             .get()),
+      device_topk_rows(r.add_counter("calserve_device_topk_rows_total",
+                                     "Decode rows sampled on the host from the sampling head's top k and log-sum-exp "
+                                     "(no logits copied).")
+                           .get()),
       chained_steps(r.add_counter("calserve_chained_steps_total",
                                   "Decode jobs submitted before the job whose draws they take as input was read.")
                         .get()),

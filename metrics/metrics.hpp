@@ -171,6 +171,7 @@ struct calserve_metrics {
     counter& preemptions_total;               // sequences whose KV was given up (recompute later)
     // Sampling head and token chaining (docs/device.md "Sampling head").
     counter& device_drawn_rows;               // decode rows whose token the device's sampling head drew
+    counter& device_topk_rows;                // decode rows the host sampled from the head's top k and log_z
     counter& chained_steps;                   // decode jobs submitted before the job they chain from was read
     counter& d2h_bytes;                       // bytes the jobs' outputs moved to the host (per row, what it returns)
     // Prefix cache (actors/prefix_cache.hpp).

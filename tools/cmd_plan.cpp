@@ -101,7 +101,7 @@ head_figures head_bytes(const pkg::package& p, std::uint64_t batch) {
     h.drawn = batch * dev::head_row_d2h_bytes(dev::head_mode::sample, k, vocab);
     h.top_k = batch * dev::head_row_d2h_bytes(dev::head_mode::top_k, k, vocab);
     h.io = 2 * batch * (std::uint64_t(dev::k_head_row_words) * 4 + 4 + std::uint64_t(dev::k_head_rng_words) * 4 +
-                        std::uint64_t(k) * 8 + 4);
+                        std::uint64_t(k) * 8 + 8);
     return h;
 }
 

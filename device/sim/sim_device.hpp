@@ -176,7 +176,7 @@ private:
         std::vector<std::uint64_t> rng_out;    // 4 per row
         std::vector<float> topk_logits;        // head_k per row
         std::vector<std::int32_t> topk_ids;
-        std::vector<float> lse;
+        std::vector<double> lse;               // per row: log_z (model::top_k_row)
         bool compute_done = false;
         bool timer_done = false;
         bool finished = false;

@@ -1,7 +1,8 @@
 // Simulated NPU: the sampling head of decode programs and token chaining
 // (device/sampling_head.hpp). The head draws with the host sampler's own code
 // (model::sampler) on the BF16 row the device wrote, so a device-drawn token is the
-// host's token for the same row, parameters and RNG state.
+// host's token for the same row, parameters and RNG state; a top-k row is the sampler's
+// own summary (model::sampler::summarise_top_k), so the host samples it bit for bit.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -75,29 +76,6 @@ void_result sim_device::take_chained_tokens(job& j) const {
     return {};
 }
 
-namespace {
-// The K largest logits of a row, descending (lower id first on ties), and the row's
-// log-sum-exp in double precision.
-void top_k_of(std::span<const model::bf16> row, std::int64_t k, float* logits, std::int32_t* ids, float& lse) {
-    std::vector<std::int32_t> order(row.size());
-    std::iota(order.begin(), order.end(), 0);
-    const auto n = static_cast<std::size_t>(std::min<std::int64_t>(k, std::int64_t(row.size())));
-    auto value = [&](std::int32_t i) { return model::bf16_to_f32(row[std::size_t(i)]); };
-    std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(n), order.end(), [&](std::int32_t a, std::int32_t b) {
-        const float va = value(a), vb = value(b);
-        return va != vb ? va > vb : a < b;
-    });
-    const double max = n > 0 ? double(value(order[0])) : 0.0;
-    double sum = 0;
-    for (auto v : row) sum += std::exp(double(model::bf16_to_f32(v)) - max);
-    lse = float(max + std::log(sum));
-    for (std::size_t i = 0; i < n; ++i) {
-        ids[i] = order[i];
-        logits[i] = value(order[i]);
-    }
-}
-}  // namespace
-
 void sim_device::run_head(job& j, std::span<const std::byte> bf16_logits) {
     const auto vocab = static_cast<std::size_t>(spec_.vocab_size);
     const std::size_t rows = j.rows.size();
@@ -106,7 +84,7 @@ void sim_device::run_head(job& j, std::span<const std::byte> bf16_logits) {
     j.rng_out.assign(rows * 4, 0);
     j.topk_logits.assign(rows * k, 0.0f);
     j.topk_ids.assign(rows * k, -1);
-    j.lse.assign(rows, 0.0f);
+    j.lse.assign(rows, 0.0);
     const std::span<const model::bf16> all(reinterpret_cast<const model::bf16*>(bf16_logits.data()),
                                            bf16_logits.size() / sizeof(model::bf16));
     for (std::size_t b = 0; b < rows && b < j.head.size(); ++b) {
@@ -114,7 +92,15 @@ void sim_device::run_head(job& j, std::span<const std::byte> bf16_logits) {
         const auto& h = j.head[b];
         const auto row = all.subspan(b * vocab, vocab);
         if (head_mode(h.mode) == head_mode::top_k) {
-            top_k_of(row, j.head_k, &j.topk_logits[b * k], &j.topk_ids[b * k], j.lse[b]);
+            // The host sampler's own summary: its selection order and its log_z at the row's
+            // temperature. A row it cannot summarise (NaN/Inf) reads as no token and NaN.
+            auto log_z = head_sampler_.summarise_top_k(row, params_of(h), std::span(j.topk_logits).subspan(b * k, k),
+                                                       std::span(j.topk_ids).subspan(b * k, k));
+            if (log_z) j.lse[b] = *log_z;
+            else {
+                std::fill_n(j.topk_ids.begin() + std::ptrdiff_t(b * k), k, -1);
+                j.lse[b] = std::nan("");
+            }
             continue;
         }
         if (head_mode(h.mode) != head_mode::sample) continue;

@@ -130,6 +130,13 @@ double top_p_target(float top_p, double total) {
     return (p > 2.0 * top_p_slack ? p - top_p_slack : p) * total;
 }
 
+// A candidate's weight, and a token's logprob: one expression each, shared by the
+// whole-row and the top-k paths so both round alike.
+float weight_of(float logit, float max, float inv_t) { return std::exp((logit - max) * inv_t); }
+float logprob_of(float logit, float max, float inv_t, double log_z) {
+    return static_cast<float>(static_cast<double>((logit - max) * inv_t) - log_z);
+}
+
 }  // namespace
 
 void_result validate(const sampling_params& p, std::size_t vocab, token_history history) {
@@ -153,6 +160,20 @@ void_result validate(const sampling_params& p, std::size_t vocab, token_history 
         return bad("history token out of range");
     }
     return {};
+}
+
+float inverse_temperature(const sampling_params& p) {
+    return p.greedy() ? 1.0f : std::min(1.0f / p.temperature, inv_temperature_max);
+}
+
+bool top_k_determines(const sampling_params& p, std::size_t k, std::size_t vocab) {
+    if (!p.logit_bias.empty() || p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f ||
+        p.presence_penalty != 0.0f)
+        return false;
+    if (k == 0 || p.top_logprobs < 0 || static_cast<std::size_t>(p.top_logprobs) > k) return false;
+    if (p.greedy()) return true;
+    const auto top_k = static_cast<std::size_t>(std::max(p.top_k, 0));
+    return top_k > 0 && top_k <= k && top_k < vocab && top_k <= sparse_top_k_max;
 }
 
 bool sampler::needs_edits(const sampling_params& p) {
@@ -292,7 +313,7 @@ result<sample_result> sampler::sample_prepared(const sampling_params& params, re
         }
         return out;
     }
-    const float inv_t = std::min(1.0f / params.temperature, inv_temperature_max);
+    const float inv_t = inverse_temperature(params);
     const double u = rng.next_unit();
     const std::size_t n = logits_.size();
     const std::size_t k = params.top_k > 0 && static_cast<std::size_t>(params.top_k) < n
@@ -315,7 +336,7 @@ void sampler::sample_sparse(const sampling_params& params, float max, float inv_
     select::select_top(logits_, static_cast<std::size_t>(params.top_k), candidates_, level_);
     double total = 0.0;
     for (auto& c : candidates_) {
-        c.value = std::exp((c.value - max) * inv_t);  // logits -> weights, order unchanged
+        c.value = weight_of(c.value, max, inv_t);  // logits -> weights, order unchanged
         total += c.value;
     }
     const double target = params.top_p < 1.0f ? top_p_target(params.top_p, total) : 0.0;
@@ -451,6 +472,61 @@ std::int32_t sampler::draw_dense(double u, double total) const {
     return 0;
 }
 
+result<double> sampler::summarise_top_k(std::span<const bf16> logits, const sampling_params& params,
+                                        std::span<float> top_logits, std::span<std::int32_t> top_ids) {
+    if (auto ok = validate(params, logits.size()); !ok) return ok.error();
+    logits_.resize(logits.size());
+    bf16_to_f32(logits, logits_, level_);
+    const kernels::max_scan scan = kernels::scan_max(logits_, level_);
+    if (!scan.finite) return make_error(status::logits_nan, "sampling: NaN or +inf in the logits");
+    if (scan.max == neg_inf) return bad("every token is -inf");
+    const std::size_t k = std::min(top_logits.size(), top_ids.size());
+    select::select_top(logits_, k, candidates_, level_);
+    for (std::size_t j = 0; j < k; ++j) {
+        const bool have = j < candidates_.size();
+        top_logits[j] = have ? candidates_[j].value : neg_inf;
+        top_ids[j] = have ? candidates_[j].token : -1;
+    }
+    // As sample_prepared: the row's maximum, 1/T (1 when greedy), exp_sum over the row.
+    return std::log(kernels::exp_sum(logits_, scan.max, inverse_temperature(params), level_));
+}
+
+result<sample_result> sampler::sample_top_k(const top_k_row& row, const sampling_params& params, std::size_t vocab,
+                                            request_rng& rng) {
+    if (auto ok = validate(params, vocab); !ok) return ok.error();
+    const std::size_t k = std::min(row.logits.size(), row.ids.size());
+    if (!top_k_determines(params, k, vocab)) return bad("the row's top " + std::to_string(k) + " do not determine this step");
+    std::size_t n = 0;  // the head's entries above -inf (the rest is padding)
+    while (n < k && row.ids[n] >= 0 && static_cast<std::size_t>(row.ids[n]) < vocab && row.logits[n] > neg_inf) ++n;
+    if (n == 0 || !std::isfinite(row.logits[0]) || !std::isfinite(row.log_z))
+        return make_error(status::logits_nan, "sampling: the top-k row holds no finite logit");
+    const float max = row.logits[0];
+    const float inv_t = inverse_temperature(params);
+    sample_result out;
+    std::size_t chosen = 0;  // the token's place in the row
+    if (params.greedy()) {
+        out.token = row.ids[0];
+        out.support = 1;
+    } else {  // sample_sparse on the same candidates: the top-k prefix of the head's list
+        const double u = rng.next_unit();
+        const std::size_t take = std::min(n, static_cast<std::size_t>(params.top_k));
+        candidates_.resize(take);
+        double total = 0.0;
+        for (std::size_t j = 0; j < take; ++j) {
+            candidates_[j] = {weight_of(row.logits[j], max, inv_t), row.ids[j]};
+            total += candidates_[j].value;
+        }
+        const double target = params.top_p < 1.0f ? top_p_target(params.top_p, total) : 0.0;
+        draw_from_sorted(candidates_, target, params.min_p, u, out);
+        while (chosen < take && row.ids[chosen] != out.token) ++chosen;
+    }
+    if (params.logprobs) out.logprob = logprob_of(row.logits[chosen], max, inv_t, row.log_z);
+    out.top_count = std::min(n, static_cast<std::size_t>(std::max(params.top_logprobs, 0)));
+    for (std::size_t j = 0; j < out.top_count; ++j)
+        out.top[j] = {row.ids[j], logprob_of(row.logits[j], max, inv_t, row.log_z)};
+    return out;
+}
+
 std::size_t sampler::scratch_bytes() const {
     return logits_.capacity() * sizeof(float) + weights_.capacity() * sizeof(float) +
            blocks_.capacity() * sizeof(float) + block_keys_.capacity() * sizeof(std::int16_t) +
@@ -461,9 +537,7 @@ std::size_t sampler::scratch_bytes() const {
 }
 
 void sampler::fill_logprobs(const sampling_params& params, float max, float inv_t, double log_z, sample_result& out) {
-    const auto logprob = [&](float logit) {
-        return static_cast<float>(static_cast<double>((logit - max) * inv_t) - log_z);
-    };
+    const auto logprob = [&](float logit) { return logprob_of(logit, max, inv_t, log_z); };
     if (params.logprobs) out.logprob = logprob(logits_[static_cast<std::size_t>(out.token)]);
     if (params.top_logprobs <= 0) return;
     select::select_top(logits_, static_cast<std::size_t>(params.top_logprobs), top_, level_);

@@ -18,6 +18,12 @@
 //! greedy), over the whole vocabulary and before the top-k/top-p/min-p truncation;
 //! top_logprobs are the N most likely tokens of that same distribution.
 //!
+//! Top-k rows (a decode program's sampling head in mode top_k, docs/device.md): the device
+//! side (`summarise_top_k`) returns a row's k best logits with their ids and log_z, the
+//! log of the softmax's normaliser at the row's temperature; the host side
+//! (`sample_top_k`) gives from them exactly what `sample` gives on the whole row,
+//! whenever `top_k_determines` holds (greedy, or top-k <= k, and top_logprobs <= k).
+//!
 //! Token mask (constrained decoding, model/grammar/grammar.hpp): disallowed tokens become -inf
 //! before the pipeline; greedy with a mask stays one allocation-free pass.
 //! Fault model: invalid parameters or token ids give `invalid_argument`; NaN or +inf
@@ -70,6 +76,26 @@ struct sample_result {
     std::span<const token_logprob> top_logprobs() const { return {top.data(), top_count}; }
 };
 
+/// A row as a sampling head in mode top_k returns it: its best tokens in `select::better`
+/// order (the head pads with -inf / -1 when fewer tokens are above -inf), and
+/// log_z = log(sum over the whole row of exp((l_i - max) * inv_t)), max = logits[0],
+/// inv_t = inverse_temperature(params): the normaliser of the logprobs.
+struct top_k_row {
+    std::span<const float> logits;
+    std::span<const std::int32_t> ids;
+    double log_z = 0.0;
+};
+
+/// 1/T as the sampler applies it: capped for a vanishing temperature, 1 when greedy (the
+/// scale of a greedy row's logprobs).
+float inverse_temperature(const sampling_params& params);
+
+/// Whether a row's k best logits and log_z determine exactly what `sampler::sample` gives
+/// on the whole row (no history, no mask; the caller rules a mask out): no penalty or
+/// bias, top_logprobs <= k, and greedy or a top-k of at most k (top-p and min-p then act
+/// within the top-k candidates only).
+bool top_k_determines(const sampling_params& params, std::size_t k, std::size_t vocab);
+
 struct token_history {
     std::span<const std::int32_t> prompt;     // repetition penalty only
     std::span<const std::int32_t> generated;  // repetition, frequency and presence penalties
@@ -89,6 +115,17 @@ public:
                                  request_rng& rng, std::span<const std::uint32_t> allowed = {});
     result<sample_result> sample(std::span<const bf16> logits, const sampling_params& params, token_history history,
                                  request_rng& rng, std::span<const std::uint32_t> allowed = {});
+
+    /// The device side of a top-k row: the k = top_logits.size() best logits of the row and
+    /// their ids (padded with -inf / -1), and log_z at the row's temperature (`top_k_row`),
+    /// with the very arithmetic `sample` uses for its logprobs.
+    result<double> summarise_top_k(std::span<const bf16> logits, const sampling_params& params,
+                                   std::span<float> top_logits, std::span<std::int32_t> top_ids);
+    /// The host side: what `sample` gives on the whole row of `vocab` logits (same token,
+    /// same RNG use, same logprobs bit for bit); invalid_argument unless
+    /// top_k_determines(params, k, vocab), logits_nan for a row the head could not summarise.
+    result<sample_result> sample_top_k(const top_k_row& row, const sampling_params& params, std::size_t vocab,
+                                       request_rng& rng);
 
     /// Bytes reserved by the scratch buffers: constant once warmed up (a step that
     /// allocated would have grown one of them).

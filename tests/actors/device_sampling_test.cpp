@@ -2,8 +2,11 @@
 // deterministic runtime with the simulated NPU: every stream drawn by the decode
 // programs' sampling head, with steps chained on the device, equals host sampling of
 // the same request token for token (greedy and seeded), also across stop ids,
-// cancellation, preemption and a device fault with chained steps in flight.
+// cancellation, preemption and a device fault with chained steps in flight; and rows
+// with logprobs served from the head's top k equal host sampling bit for bit.
 #include <algorithm>
+#include <bit>
+#include <mutex>
 
 #include <catch2/catch.hpp>
 
@@ -261,4 +264,97 @@ TEST_CASE("a chained step whose source is refused and retried waits for it: same
         CHECK(streams[i].sink->tokens == host[i]);
     }
     CHECK(h.engine->kv_manager().pool().reserved_blocks() == 0);
+}
+
+namespace {
+
+// Every token with its logprob and top_logprobs, as streamed.
+struct logprob_sink : recording_sink {
+    std::vector<generated_token> steps;
+    void on_token(const generated_token& t) override {
+        recording_sink::on_token(t);
+        std::lock_guard lock(mutex);
+        steps.push_back(t);
+    }
+};
+
+std::vector<std::vector<generated_token>> run_logprobs(const std::vector<std::string>& cfg,
+                                                       const std::vector<generation_request>& requests,
+                                                       std::unique_ptr<engine_harness>& h) {
+    h = std::make_unique<engine_harness>(calserve::test::on_package, cfg);
+    std::vector<std::shared_ptr<logprob_sink>> sinks;
+    for (const auto& r : requests) {
+        sinks.push_back(std::make_shared<logprob_sink>());
+        REQUIRE(h->engine->submit(r, sinks.back()).ok());
+    }
+    h->run_until_done();
+    CHECK(h->rt.failures().empty());
+    std::vector<std::vector<generated_token>> out;
+    for (auto& s : sinks) {
+        REQUIRE(s->finishes == 1);
+        out.push_back(s->steps);
+    }
+    return out;
+}
+
+std::uint32_t bits_of(float f) { return std::bit_cast<std::uint32_t>(f); }
+
+}  // namespace
+
+TEST_CASE("logprobs rows served from the head's top k equal host sampling: tokens, logprobs, top_logprobs bit for bit",
+          "[engine][sampling_head][top_k]") {
+    engine_harness probe(calserve::test::on_package, k_device);
+    // Kinds: 0 greedy + top_logprobs 5; 1 seeded top-k 20 + top_logprobs 3; 2 seeded top-k 40,
+    // top-p, min-p, logprob only (all three: top-k mode, K = 64); 3 top-p without top-k +
+    // logprobs (its logits); 4 no logprobs (drawn on the device).
+    std::vector<generation_request> requests;
+    std::vector<int> kind;
+    for (int i = 0; i < 15; ++i) {
+        auto r = probe.greedy("t" + std::to_string(i), calserve::test::random_prompt(5200 + i, 3 + i % 6), 9 + i % 5);
+        r.sampling.seed = 300 + std::uint64_t(i);
+        kind.push_back(i % 5);
+        switch (i % 5) {
+            case 0: r.sampling.logprobs = true, r.sampling.top_logprobs = 5; break;
+            case 1: r.sampling.temperature = 0.8f, r.sampling.top_k = 20, r.sampling.logprobs = true, r.sampling.top_logprobs = 3; break;
+            case 2:
+                r.sampling.temperature = 1.3f, r.sampling.top_k = 40, r.sampling.top_p = 0.9f, r.sampling.min_p = 0.02f;
+                r.sampling.logprobs = true;
+                break;
+            case 3: r.sampling.temperature = 0.9f, r.sampling.top_p = 0.9f, r.sampling.logprobs = true; break;
+            default: r.sampling.temperature = 0.7f, r.sampling.top_k = 30; break;
+        }
+        requests.push_back(std::move(r));
+    }
+    std::unique_ptr<engine_harness> host_h, dev_h;
+    const auto host = run_logprobs(k_host, requests, host_h);
+    const auto dev = run_logprobs(k_device, requests, dev_h);
+    double topk_rows = 0, drawn_rows = 0;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+        INFO(requests[i].id << " kind " << kind[i]);
+        REQUIRE(dev[i].size() == host[i].size());
+        CHECK(std::int64_t(dev[i].size()) == requests[i].max_tokens);
+        for (std::size_t t = 0; t < host[i].size(); ++t) {
+            INFO("token " << t);
+            CHECK(dev[i][t].token == host[i][t].token);
+            CHECK(bits_of(dev[i][t].logprob) == bits_of(host[i][t].logprob));
+            REQUIRE(dev[i][t].top.size() == host[i][t].top.size());
+            for (std::size_t j = 0; j < host[i][t].top.size(); ++j) {
+                CHECK(dev[i][t].top[j].token == host[i][t].top[j].token);
+                CHECK(bits_of(dev[i][t].top[j].logprob) == bits_of(host[i][t].top[j].logprob));
+            }
+        }
+        CHECK(host[i].front().top.size() == std::size_t(requests[i].sampling.top_logprobs));
+        // The first token comes from the prefill's logits; every later one from a decode row.
+        const double decode_rows = double(host[i].size() - 1);
+        if (kind[i] <= 2) topk_rows += decode_rows;
+        if (kind[i] == 4) drawn_rows += decode_rows;
+    }
+    CHECK(topk_rows > 0);
+    CHECK(dev_h->metrics.device_topk_rows.value() == topk_rows);
+    CHECK(dev_h->metrics.device_drawn_rows.value() == drawn_rows);
+    CHECK(host_h->metrics.device_topk_rows.value() == 0);
+    // D2H: each top-k row copies K x 8 + 8 B (K = 64) instead of its logits, each drawn row 36 B.
+    const double row = 2.0 * double(dev_h->engine->card().vocab_size);
+    const double saved = host_h->metrics.d2h_bytes.value() - dev_h->metrics.d2h_bytes.value();
+    CHECK(saved == topk_rows * (row - (64 * 8 + 8)) + drawn_rows * (row - 36));
 }

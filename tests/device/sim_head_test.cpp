@@ -168,25 +168,44 @@ TEST_CASE("token chaining: chains the device cannot honour are refused and chang
     REQUIRE(f.dev->wait(*a, 1s).ok());
 }
 
-TEST_CASE("sampling head: top-k mode returns the k largest logits, their ids and the row's log-sum-exp", "[head]") {
+TEST_CASE("sampling head: top-k mode returns the k largest logits, their ids and log_z at the row's temperature",
+          "[head]") {
     head_fixture f;
     f.prefill(1, {1, 2});
-    head_row h;
-    h.mode = std::uint32_t(head_mode::top_k);
-    auto j = f.step(slot::ping, {1, pad, pad, pad}, {5, 0, 0, 0}, {h});
+    f.prefill(2, {3, 4, 5});
+    head_row greedy, hot;
+    greedy.mode = hot.mode = std::uint32_t(head_mode::top_k);
+    hot.temperature = 0.7f;
+    hot.top_k = 5;
+    auto j = f.step(slot::ping, {1, 2, pad, pad}, {5, 6, 0, 0}, {greedy, hot});
     REQUIRE(j.ok());
     REQUIRE(f.dev->wait(*j, 1s).ok());
-    const auto row = f.row_bf16(slot::ping, 0);
     const auto ids = f.out<std::int32_t>(slot::ping, k_head_topk_ids);
     const auto vals = f.out<float>(slot::ping, k_head_topk_logits);
-    const auto lse = f.out<float>(slot::ping, k_head_lse);
-    double max = -1e30, sum = 0;
-    for (auto v : row) max = std::max(max, double(model::bf16_to_f32(v)));
-    for (auto v : row) sum += std::exp(double(model::bf16_to_f32(v)) - max);
-    CHECK(lse[0] == Approx(max + std::log(sum)).epsilon(1e-6));
-    for (std::size_t i = 0; i < 8; ++i) {
-        CHECK(vals[i] == model::bf16_to_f32(row[std::size_t(ids[i])]));
-        if (i > 0) CHECK(vals[i] <= vals[i - 1]);
+    const auto lse = f.out<double>(slot::ping, k_head_lse);
+    REQUIRE(lse.size() == 4);
+    for (std::size_t b = 0; b < 2; ++b) {
+        const auto row = f.row_bf16(slot::ping, b);
+        const double inv_t = b == 0 ? 1.0 : 1.0 / 0.7;
+        double max = -1e30, sum = 0;
+        for (auto v : row) max = std::max(max, double(model::bf16_to_f32(v)));
+        for (auto v : row) sum += std::exp((double(model::bf16_to_f32(v)) - max) * inv_t);
+        CHECK(lse[b] == Approx(std::log(sum)).epsilon(1e-5));  // log_z: the log-sum-exp at T, less max / T
+        for (std::size_t i = 0; i < 8; ++i) {
+            CHECK(vals[b * 8 + i] == model::bf16_to_f32(row[std::size_t(ids[b * 8 + i])]));
+            if (i > 0) CHECK(vals[b * 8 + i] <= vals[b * 8 + i - 1]);
+        }
+        CHECK(vals[b * 8] == float(max));
+        // The host sampler's own summary, bit for bit: what sample_top_k starts from.
+        model::sampler s;
+        model::sampling_params p = params_of(b == 0 ? greedy : hot);
+        std::vector<float> want_vals(8);
+        std::vector<std::int32_t> want_ids(8);
+        auto want = s.summarise_top_k(row, p, want_vals, want_ids);
+        REQUIRE(want.ok());
+        CHECK(lse[b] == *want);
+        CHECK(std::equal(want_ids.begin(), want_ids.end(), ids.begin() + std::ptrdiff_t(b * 8)));
     }
-    CHECK(vals[0] == float(max));
+    // D2H: per top-k row K x 8 + 8 bytes (logits, ids, fp64 log_z).
+    CHECK(head_row_d2h_bytes(head_mode::top_k, 8, 1000) == 72);
 }
