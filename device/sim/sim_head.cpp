@@ -104,6 +104,10 @@ void sim_device::run_head(job& j, std::span<const std::byte> bf16_logits) {
             continue;
         }
         if (head_mode(h.mode) != head_mode::sample) continue;
+        // The head checks its row as the host checks the logits it reads: a NaN or +/-inf
+        // logit draws nothing (-1), which the runtime takes for the device fault it is. (The
+        // sampler's greedy pass alone would pick the +inf token.)
+        if (!check_logits_bf16(std::as_bytes(row))) continue;
         model::request_rng rng;
         model::request_rng::state_type state{h.rng[0], h.rng[1], h.rng[2], h.rng[3]};
         if (const auto& src = j.chain_from.size() > b ? j.chain_from[b] : nullptr) {

@@ -33,6 +33,16 @@ std::vector<std::int32_t> read_i32(const std::vector<std::byte>& bytes, std::int
     std::memcpy(out.data(), bytes.data(), out.size() * sizeof(std::int32_t));
     return out;
 }
+
+// Logits buffers circulate between the jobs of every program (batch profiles of 1..16 rows)
+// and the host (read_output swaps them): reused as they are, each would keep the capacity
+// of the largest batch it ever held, and all of them would end that large (RSS rising for
+// hours under mixed batch sizes). A buffer more than twice the size it is about to hold
+// is given back and allocated anew.
+template <class T>
+void fit_capacity(std::vector<T>& v, std::size_t n) {
+    if (v.capacity() > 2 * n + 4096 / sizeof(T)) std::vector<T>().swap(v);
+}
 }  // namespace
 
 // One live row of a job: its CSRs, KV, room, tokens and positions (row b's
@@ -278,6 +288,7 @@ void sim_device::post_model_task(std::function<void()> task) {
 // model, padding rows are zeroed here.
 void_result sim_device::compute_rows(job& j, std::vector<float>& logits) {
     const auto vocab = static_cast<std::size_t>(model_->shape().vocab_size);
+    fit_capacity(logits, vocab * j.rows.size());
     logits.resize(vocab * j.rows.size());
     if (spec_.submodels[j.submodel_index].kind != submodel_kind::decode || j.row_tokens != 1)
         return model_->prefill(j.sequence, j.tokens, logits);  // batch 1 (validated)
@@ -394,6 +405,7 @@ void sim_device::encode_logits(const job& j, std::vector<float>& logits, std::ve
     out.clear();
     for (const auto& t : sm.outputs) {
         if (t.name != "logits") continue;
+        fit_capacity(out, t.bytes);
         out.resize(t.bytes);
         const std::size_t n = std::min<std::size_t>(logits.size(), static_cast<std::size_t>(t.elements()));
         std::size_t written = 0;
@@ -417,7 +429,10 @@ void sim_device::write_logits(job& j) {
             b.outputs[k].swap(j.logits_out);  // encoded by the compute stage
             continue;
         }
-        if (b.outputs[k].size() != t.bytes) b.outputs[k].assign(t.bytes, std::byte{0});
+        if (b.outputs[k].size() != t.bytes) {
+            fit_capacity(b.outputs[k], t.bytes);
+            b.outputs[k].assign(t.bytes, std::byte{0});
+        }
     }
     if (sm.has_sampling_head()) write_head_outputs(j, sm, b);
     b.output_valid = true;

@@ -358,3 +358,27 @@ TEST_CASE("logprobs rows served from the head's top k equal host sampling: token
     const double saved = host_h->metrics.d2h_bytes.value() - dev_h->metrics.d2h_bytes.value();
     CHECK(saved == topk_rows * (row - (64 * 8 + 8)) + drawn_rows * (row - 36));
 }
+
+// Every row greedy and drawn on the device: the sampler's greedy pass alone would take a
+// +inf logit for the best token, so the head checks its rows like the host does (soak seed
+// 618 on the package found this: a poisoned step streamed a wrong greedy token, no fault).
+TEST_CASE("NaN logits in an all-greedy batch drawn on the device are a fault, not a token", "[engine][sampling_head][faults]") {
+    std::vector<generation_request> requests;
+    engine_harness h(calserve::test::on_package, k_device);
+    for (int i = 0; i < 4; ++i) requests.push_back(request_of(h, 120 + 4 * i, 16));  // i % 4 == 0: greedy
+    for (const auto& r : requests) REQUIRE(r.sampling.temperature == 0.0f);
+    const auto host = run_all(k_host, requests);
+    auto streams = submit_until_chained(h, requests);
+    device::fault_spec f;
+    f.point = device::fault_point::logits_nan;
+    REQUIRE(h.engine->faults()->arm(f).ok());
+    h.run_until_done();
+    CHECK(h.engine->faults()->fires(device::fault_point::logits_nan) == 1);
+    CHECK(h.engine->device_resets() == 1);
+    for (std::size_t i = 0; i < streams.size(); ++i) {
+        INFO(requests[i].id);
+        REQUIRE(streams[i].sink->finishes == 1);
+        CHECK(streams[i].sink->tokens == host[i]);
+    }
+    CHECK(h.rt.failures().empty());
+}
