@@ -77,11 +77,15 @@ TEST_CASE("seeds whose faults kill the device end with the operator's reset and 
         double virtual_s;
         bool dies;
     };
+    const bool sanitized = std::getenv("CALSERVE_SANITIZED") != nullptr;
     for (auto [seed, virtual_s, dies] : {dead_seed{505, 1100, true}, dead_seed{601, 2900, true},
                                          dead_seed{616, 1600, true}, dead_seed{621, 1300, true},
                                          dead_seed{622, 1400, true}, dead_seed{625, 1700, false}}) {
+        // Under the sanitizers (30x slower, without the reference check) one seed that dies
+        // and the one that does not; the Release suite runs all six.
+        if (sanitized && seed != 505 && seed != 625) continue;
         INFO("seed " << seed);
-        auto r = soak_run(seed, virtual_s, "", {}, std::getenv("CALSERVE_SANITIZED") == nullptr).report;
+        auto r = soak_run(seed, virtual_s, "", {}, !sanitized).report;
         CHECK(r.ok());
         CHECK(r.operator_resets == r.dead_episodes);
         if (dies) CHECK(r.dead_episodes >= 1);
