@@ -353,6 +353,10 @@ void sim_device::run_model(const job_ptr& j) {
     pending_calls calls;
     {
         std::lock_guard lock(mutex_);
+        // Its chained tokens and RNG states are taken: holding the source jobs longer would
+        // hold every job of an unbroken chain of steps, each through the next (memory rising
+        // for as long as streams keep decoding).
+        j->chain_from.clear();
         // Only a real-time compute takes time the runtime waits for (virtual time computes inline).
         if (r && worker_) host_cost_.observe(j->kind, j->host_work, host_ns);
         if (spare_logits_.size() < k_spare_logits) spare_logits_.push_back(std::move(logits));

@@ -137,7 +137,7 @@ void host_step_head(benchmark::State& state, bool greedy) {
     std::vector<model::sampler> samplers(2);
     schedule_params params;
     params.max_batch = 16;
-    f.job.drawn.assign(k_rows, 1);
+    f.job.head.assign(k_rows, device::head_mode::sample);
     f.job.logits.clear();  // the head returns no logits
     // The head's outputs as the device returns them: a token and an RNG state per row.
     std::vector<std::int32_t> drawn(k_rows);

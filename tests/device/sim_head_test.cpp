@@ -209,3 +209,28 @@ TEST_CASE("sampling head: top-k mode returns the k largest logits, their ids and
     // D2H: per top-k row K x 8 + 8 bytes (logits, ids, fp64 log_z).
     CHECK(head_row_d2h_bytes(head_mode::top_k, 8, 1000) == 72);
 }
+
+// Each chained job names the one before it; once a job has taken its source's draws it must
+// not keep that job alive, or an unbroken chain of steps would hold every job it ever ran.
+TEST_CASE("token chaining: a long chain of steps keeps only the recent jobs alive", "[head]") {
+    head_fixture f;
+    f.prefill(1, {1, 2});
+    head_row h = sample_row(0.0f, 1.0f, 0);
+    auto prev = f.step(slot::ping, {1, pad, pad, pad}, {7, 0, 0, 0}, {h});
+    REQUIRE(prev.ok());
+    std::int64_t most_alive = 0;
+    for (int i = 1; i < 48; ++i) {  // 48 steps: the KV holds 64 tokens
+        head_row c = h;
+        c.chain_job = *prev, c.chain_row = 0;
+        const slot s = i % 2 ? slot::pong : slot::ping;
+        auto next = f.step(s, {1, pad, pad, pad}, {0, 0, 0, 0}, {c});
+        INFO("step " << i << ": " << (next ? std::string() : next.error().what()));
+        REQUIRE(next.ok());
+        REQUIRE(f.dev->wait(*prev, 1s).ok());
+        most_alive = std::max(most_alive, f.dev->jobs_alive());
+        prev = next;
+    }
+    REQUIRE(f.dev->wait(*prev, 1s).ok());
+    CHECK(f.dev->kv_length(1) == 2 + 48);
+    CHECK(most_alive <= 8);  // the chain window (4) and the jobs in flight, not 48
+}
