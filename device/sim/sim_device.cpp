@@ -243,6 +243,10 @@ void sim_device::discard_all(std::string_view why, pending_calls& calls) {
             j->delivered = true;
             calls.push_back([cb = std::move(j->callback), o = *j->outcome]() mutable { cb(std::move(o)); });
             jobs_.erase(j->id);
+        } else if (j->delivered) {
+            // Its waiter gave up (wait timeout) before the reset: nobody will consume it. Kept,
+            // it held its buffers for the life of the device, a job per timed-out wait.
+            jobs_.erase(j->id);
         }
     }
     in_flight_.clear();

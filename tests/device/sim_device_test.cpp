@@ -368,3 +368,18 @@ TEST_CASE("a delivered job is freed at once, not when its wait timeout comes due
         CHECK(f.dev->jobs_alive() == 0);
     }
 }
+
+TEST_CASE("a job whose wait timed out is freed by the reset that follows") {
+    test::sim_fixture f(50.0, 1.0);  // step 50 ms: the 5 ms wait gives up first
+    REQUIRE(f.dev->kv_allocate(3, 32).ok());
+    auto j = f.submit(k_prefill, slot::ping, 3, {1, 2});
+    REQUIRE(j.ok());
+    std::optional<status> outcome;
+    f.dev->wait_async(*j, 5ms, [&](result<job_result> r) { outcome = r ? status::ok : r.code(); });
+    f.clock.advance_by(10ms);
+    REQUIRE(outcome == status::wait_timeout);
+    CHECK(f.dev->jobs_alive() == 1);  // still computing on the device
+    REQUIRE(f.dev->reset().ok());
+    f.clock.advance_by(100ms);
+    CHECK(f.dev->jobs_alive() == 0);
+}
