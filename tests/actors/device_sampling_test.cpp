@@ -163,6 +163,16 @@ std::vector<stream> submit_until_chained(engine_harness& h, const std::vector<ge
     return streams;
 }
 
+// Every stream finished once, with the tokens host sampling gives its request.
+void check_equal_to_host(const std::vector<stream>& streams, const std::vector<generation_request>& requests,
+                         const std::vector<std::vector<token_id>>& host) {
+    for (std::size_t i = 0; i < streams.size(); ++i) {
+        INFO(requests[i].id);
+        REQUIRE(streams[i].sink->finishes == 1);
+        CHECK(streams[i].sink->tokens == host[i]);
+    }
+}
+
 TEST_CASE("a device fault with chained steps in flight: same tokens as host sampling, one reset", "[engine][sampling_head][faults]") {
     std::vector<generation_request> requests;
     engine_harness h(calserve::test::on_package, k_device);
@@ -175,11 +185,7 @@ TEST_CASE("a device fault with chained steps in flight: same tokens as host samp
     REQUIRE(h.engine->faults()->arm(f).ok());
     h.run_until_done();
     CHECK(h.engine->device_resets() == 1);
-    for (std::size_t i = 0; i < streams.size(); ++i) {
-        INFO(requests[i].id);
-        REQUIRE(streams[i].sink->finishes == 1);
-        CHECK(streams[i].sink->tokens == host[i]);
-    }
+    check_equal_to_host(streams, requests, host);
     CHECK(h.engine->kv_manager().pool().reserved_blocks() == 0);
     CHECK(h.rt.failures().empty());
 }
@@ -195,11 +201,7 @@ TEST_CASE("NaN logits under the sampling head are a device fault, recovered with
     REQUIRE(h.engine->faults()->arm(f).ok());
     h.run_until_done();
     CHECK(h.engine->device_resets() == 1);
-    for (std::size_t i = 0; i < streams.size(); ++i) {
-        INFO(requests[i].id);
-        REQUIRE(streams[i].sink->finishes == 1);
-        CHECK(streams[i].sink->tokens == host[i]);
-    }
+    check_equal_to_host(streams, requests, host);
     CHECK(h.rt.failures().empty());
 }
 
@@ -258,11 +260,7 @@ TEST_CASE("a chained step whose source is refused and retried waits for it: same
     REQUIRE(h.rt.failures().empty());
     CHECK(h.engine->faults()->fires(device::fault_point::submit_busy) == 4);
     CHECK(h.engine->device_resets() == 0);
-    for (std::size_t i = 0; i < streams.size(); ++i) {
-        INFO(requests[i].id);
-        REQUIRE(streams[i].sink->finishes == 1);
-        CHECK(streams[i].sink->tokens == host[i]);
-    }
+    check_equal_to_host(streams, requests, host);
     CHECK(h.engine->kv_manager().pool().reserved_blocks() == 0);
 }
 
@@ -375,10 +373,6 @@ TEST_CASE("NaN logits in an all-greedy batch drawn on the device are a fault, no
     h.run_until_done();
     CHECK(h.engine->faults()->fires(device::fault_point::logits_nan) == 1);
     CHECK(h.engine->device_resets() == 1);
-    for (std::size_t i = 0; i < streams.size(); ++i) {
-        INFO(requests[i].id);
-        REQUIRE(streams[i].sink->finishes == 1);
-        CHECK(streams[i].sink->tokens == host[i]);
-    }
+    check_equal_to_host(streams, requests, host);
     CHECK(h.rt.failures().empty());
 }
