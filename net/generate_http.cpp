@@ -184,6 +184,7 @@ void fork_choices(generation& g) {
             if (!g.result) g.result = failed;
         }
     }
+    if (g.result) g.cancel_all();  // a refused fork fails the request: the forks that started stop
 }
 
 // The request's end once every choice has ended well: usage summed (the prompt and
@@ -219,7 +220,8 @@ void absorb(generation& g, std::vector<stream_event>& events, std::string* sse_o
         } else if (auto* r = std::get_if<actors::generation_result>(&ev.body)) {
             c.result = *r;
             if (!g.result && !g.ok_end(*r)) {
-                g.result = *r;  // one choice failed: so does the request
+                g.result = *r;   // one choice failed: so does the request,
+                g.cancel_all();  // and the others stop now, before the error is written
             } else if (!g.result && sse_out && !g.overflowed) {
                 *sse_out += sse(c.builder->finish_chunk(*r));
             }
