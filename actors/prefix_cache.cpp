@@ -1,5 +1,6 @@
 #include "actors/prefix_cache.hpp"
 
+#include <xxh_x86dispatch.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -22,10 +23,14 @@ cache_key cache_scope(std::string_view package_hash, std::string_view salt) {
 prefix_cache::prefix_cache(std::int64_t block_tokens) : block_tokens_(std::max<std::int64_t>(1, block_tokens)) {}
 
 cache_key prefix_cache::next_key(const cache_key& parent, std::span<const token> block) {
-    // One pass over the block, seeded with the parent's key: the chain costs one hash per
-    // block (a 32k-token prompt is 512 of them per lookup). 64 bits of key are enough
-    // because a hit compares the tokens: a collision can only make a lookup miss.
-    const std::uint64_t h = XXH3_64bits_withSeed(block.data(), block.size_bytes(), parent.lo ^ parent.hi);
+    // The block's content hash with the library's default secret, through its runtime
+    // dispatch (AVX-512/AVX2 where the CPU has them), then 8 bytes mixed with the parent's
+    // key. A seeded hash of the block itself would derive a new secret from the seed on
+    // every call (XXH3 does for inputs over 240 bytes; a 64-token block is 256), which
+    // cost more than hashing the block. One pass over the block per key; 64 bits of key
+    // are enough because a hit compares the tokens: a collision can only make a lookup miss.
+    const std::uint64_t content = XXH3_64bits_dispatch(block.data(), block.size_bytes());
+    const std::uint64_t h = XXH3_64bits_withSeed(&content, sizeof content, parent.lo ^ parent.hi);
     return cache_key{h, 0};
 }
 
@@ -142,9 +147,12 @@ std::vector<sequence_id> prefix_cache::insert(sequence_id seq, const cache_key& 
     if (blocks == 0) return {seq};
     tokens.resize(std::size_t(blocks * block_tokens_));
     if (auto it = entries_.find(seq); it != entries_.end()) {
+        // Its own running entry (the same sequence's prompt) extended: the tokens after the
+        // prompt are the sequence's own, so its last block is checked, not the whole run.
         const entry& e = it->second;
+        const auto tail = e.tokens.size() - std::size_t(block_tokens_);
         if (running || !e.running || e.scope != scope || e.tokens.size() > tokens.size() ||
-            !std::equal(e.tokens.begin(), e.tokens.end(), tokens.begin()))
+            !std::equal(e.tokens.begin() + std::ptrdiff_t(tail), e.tokens.end(), tokens.begin() + std::ptrdiff_t(tail)))
             return {seq};
         return promote(seq, std::move(tokens));
     }

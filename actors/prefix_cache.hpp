@@ -8,8 +8,8 @@
 //! entry's gets them copied into its own sequence and prefills only the rest.
 //!
 //! Keys: block i of a token run has the key
-//!   h(i) = XXH3-64(tokens of block i, seed h(i-1)),  h(-1) = the scope (XXH3-128
-//!   of the serving package and the request's cache_salt, folded to its seed),
+//!   h(i) = XXH3-64(XXH3-64(tokens of block i), seed h(i-1)),  h(-1) = the scope
+//!   (XXH3-128 of the serving package and the request's cache_salt, folded to a seed),
 //! so a key names the whole prefix up to its block, and the scope keeps tenants
 //! and packages apart. A hit compares the tokens of the whole prefix with the
 //! entry's, so a key collision (about 2^-64 per pair of blocks) can only make a
@@ -85,7 +85,8 @@ public:
     // entries leave the index but are never returned. `known`: keys of its first blocks
     // already computed (from lookup), so only the rest are hashed. A kept insert of a
     // sequence whose running entry it extends promotes that entry in place: only the
-    // new blocks are hashed and indexed.
+    // new blocks are hashed and indexed (the caller passes that sequence's own tokens,
+    // its prompt first; only the prompt's last block is compared).
     std::vector<sequence_id> insert(sequence_id seq, const cache_key& scope, std::vector<token> tokens,
                                     bool running = false, std::span<const cache_key> known = {});
 

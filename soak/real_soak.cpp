@@ -31,7 +31,13 @@ struct real_plan {
     double mean_fault_gap_s = 0, clear_every_s = 0;
     double mean_hostile_gap_s = 0;           // between hostile actions (flood, never-read, SIGHUP)
     std::int64_t flood_max = 0, hold_max_ms = 0;
+    // Long prompts (chunked prefill), each starting at one of a few corpus offsets so
+    // that they share prefixes the way re-sent conversations do (prefix cache hits).
+    double long_share = 0;
+    std::int64_t long_prompt = 0;
 };
+
+constexpr std::size_t k_long_starts = 4;
 
 // Recoverable device faults (as in the virtual soak): each ends in a reset and a
 // re-prefill; reset_fail and configure_fail could kill the device and are left out.
@@ -59,6 +65,8 @@ real_plan make_plan(std::uint64_t seed) {
     p.mean_hostile_gap_s = 0.3 + 1.2 * unit();
     p.flood_max = pick({8, 16, 32});
     p.hold_max_ms = pick({200, 500, 1000});
+    p.long_share = 0.02 + 0.08 * unit();
+    p.long_prompt = pick({1024, 2048});
     return p;
 }
 
@@ -75,6 +83,8 @@ void print_plan(const real_plan& p, const real_soak_options& o, std::ostream& ou
     }
     out << "\n  hostile: mean_gap_s=" << p.mean_hostile_gap_s << " flood_max=" << p.flood_max
         << " hold_max_ms=" << p.hold_max_ms << " sighup=" << (o.daemon_pid > 0 ? "on" : "off");
+    out << "\n  long prompts: share=" << p.long_share << " up to " << p.long_prompt << " tokens from "
+        << k_long_starts << " shared starts";
     out << std::endl;
 }
 
@@ -94,8 +104,10 @@ soak_request make_request(const real_plan& p, const target& t, std::mt19937_64& 
     soak_request r;
     r.model = t.model;
     r.max_tokens = between(rng, 1, p.max_new);
-    const auto len = loadgen::cap_prompt(between(rng, 1, p.max_prompt), r.max_tokens, t.context);
-    const auto at = rng() % t.corpus.size();
+    const bool long_one = unit(rng) < p.long_share;
+    const auto want = long_one ? between(rng, p.max_prompt, p.long_prompt) : between(rng, 1, p.max_prompt);
+    const auto len = loadgen::cap_prompt(want, r.max_tokens, t.context);
+    const auto at = long_one ? (rng() % k_long_starts) * (t.corpus.size() / k_long_starts) : rng() % t.corpus.size();
     for (std::int64_t i = 0; i < len; ++i) r.prompt.push_back(t.corpus[(at + std::size_t(i)) % t.corpus.size()]);
     r.stream = unit(rng) < p.stream_share;
     if (unit(rng) >= p.greedy_share) {
@@ -365,7 +377,7 @@ result<real_soak_report> run_real_soak(const real_soak_options& o, std::ostream&
         return make_error(status::invalid_argument, "duration, concurrency, sample interval > 0 and warmup in [0, 1)");
     }
     const auto plan = make_plan(o.seed);
-    auto tgt = connect_target(o, plan.max_prompt);
+    auto tgt = connect_target(o, std::max(plan.max_prompt, plan.long_prompt));
     if (!tgt) return tgt.error();
     std::ofstream jsonl;
     if (!o.out_path.empty()) {
