@@ -97,7 +97,7 @@ bool kv_manager_actor::cache_on_release(const kv_release& m) {
     const std::int64_t block = cache_.block_tokens();
     const std::int64_t keep = std::int64_t(m.cache->size()) / block * block;
     if (keep == 0) return false;
-    auto redundant = cache_.insert(m.seq, m.scope, std::vector<prefix_cache::token>(m.cache->begin(), m.cache->begin() + keep));
+    auto redundant = cache_.insert(m.seq, m.scope, m.cache, std::size_t(keep));
     if (std::find(redundant.begin(), redundant.end(), m.seq) != redundant.end()) return false;
     auto cached = pool_.cache(m.seq, keep);
     CALSERVE_INVARIANT(cached.ok(), "kv cache: " + (cached ? std::string() : cached.error().what()));
@@ -209,8 +209,7 @@ void kv_manager_actor::on_share(const kv_share& m) {
         known = std::move(k->second);
         prompt_keys_.erase(k);
     }
-    auto freed = cache_.insert(m.seq, m.scope, std::vector<prefix_cache::token>(m.tokens->begin(), m.tokens->begin() + whole),
-                               /*running=*/true, known);
+    auto freed = cache_.insert(m.seq, m.scope, m.tokens, std::size_t(whole), /*running=*/true, known);
     for (auto r : freed) {
         if (r == m.seq) continue;  // an equal entry exists: nothing to add
         pool_.release(r);

@@ -125,11 +125,13 @@ bool prefix_cache::held_elsewhere(sequence_id seq, const cache_key& scope, std::
 }
 
 std::vector<sequence_id> prefix_cache::prefixes_of(sequence_id seq, const cache_key& scope, std::span<const token> tokens,
-                                                   std::span<const cache_key> keys) const {
+                                                   std::span<const cache_key> keys, std::vector<holders*>* places) {
     std::vector<sequence_id> out;
-    for (const auto& k : keys) {
-        auto it = index_.find(k);
+    if (places) places->assign(keys.size(), nullptr);
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        auto it = index_.find(keys[i]);
         if (it == index_.end()) continue;
+        if (places) (*places)[i] = &it->second;
         for (const auto& h : it->second) {
             if (!h.last || h.seq == seq) continue;  // only entries ending here can be a prefix ending here
             const entry& o = entries_.at(h.seq);
@@ -141,11 +143,13 @@ std::vector<sequence_id> prefix_cache::prefixes_of(sequence_id seq, const cache_
     return out;
 }
 
-std::vector<sequence_id> prefix_cache::insert(sequence_id seq, const cache_key& scope, std::vector<token> tokens,
-                                              bool running, std::span<const cache_key> known) {
-    const auto blocks = std::int64_t(tokens.size()) / block_tokens_;
+std::vector<sequence_id> prefix_cache::insert(sequence_id seq, const cache_key& scope,
+                                              std::shared_ptr<const std::vector<token>> run, std::size_t n, bool running,
+                                              std::span<const cache_key> known) {
+    n = std::min(n, run ? run->size() : 0);
+    const auto blocks = std::int64_t(n) / block_tokens_;
     if (blocks == 0) return {seq};
-    tokens.resize(std::size_t(blocks * block_tokens_));
+    const std::span<const token> tokens(run->data(), std::size_t(blocks * block_tokens_));
     if (auto it = entries_.find(seq); it != entries_.end()) {
         // Its own running entry (the same sequence's prompt) extended: the tokens after the
         // prompt are the sequence's own, so its last block is checked, not the whole run.
@@ -154,28 +158,33 @@ std::vector<sequence_id> prefix_cache::insert(sequence_id seq, const cache_key& 
         if (running || !e.running || e.scope != scope || e.tokens.size() > tokens.size() ||
             !std::equal(e.tokens.begin() + std::ptrdiff_t(tail), e.tokens.end(), tokens.begin() + std::ptrdiff_t(tail)))
             return {seq};
-        return promote(seq, std::move(tokens));
+        return promote(seq, std::move(run), tokens);
     }
     auto chain = chain_of(scope, tokens, blocks, known);
     // An entry that already holds all of it makes this one redundant.
     if (held_elsewhere(seq, scope, tokens, chain.back())) return {seq};
     // Entries whose whole run is a prefix of this one are redundant; a running entry's KV
     // is its sequence's: it only leaves the index.
-    auto redundant = prefixes_of(seq, scope, tokens, chain);
+    // `places`: the holders of each key, found once here for the hand-over below.
+    std::vector<holders*> places;
+    auto redundant = prefixes_of(seq, scope, tokens, chain, &places);
     // The longest of them hands its index places over (usually the only one: the previous
-    // turn of this conversation); the others leave the index.
+    // turn of this conversation); the others leave the index, after it (until then every
+    // place it holds is still indexed, so `places` stays valid).
     sequence_id longest = 0;
     for (auto r : redundant)
         if (longest == 0 || entries_.at(r).tokens.size() > entries_.at(longest).tokens.size()) longest = r;
     std::size_t handed = 0;
+    if (longest != 0) {
+        const entry& o = entries_.at(longest);
+        handed = o.keys.size();
+        hand_over(longest, seq, chain, places);
+        if (o.running) --running_;
+        lru_.erase(o.lru);
+    }
     std::erase_if(redundant, [&](sequence_id r) {
-        const entry& o = entries_.at(r);
-        const bool owned_elsewhere = o.running;
+        const bool owned_elsewhere = entries_.at(r).running;
         if (r == longest) {
-            handed = o.keys.size();
-            hand_over(r, seq, chain);
-            if (o.running) --running_;
-            lru_.erase(o.lru);
             entries_.erase(r);
         } else {
             erase(r);
@@ -183,7 +192,7 @@ std::vector<sequence_id> prefix_cache::insert(sequence_id seq, const cache_key& 
         return owned_elsewhere;
     });
     index_from(seq, chain, handed);
-    entry e{scope, std::move(tokens), std::move(chain), lru_.insert(lru_.end(), seq), running};
+    entry e{scope, std::move(run), tokens, std::move(chain), lru_.insert(lru_.end(), seq), running};
     entries_.emplace(seq, std::move(e));
     if (running) ++running_;
     return redundant;
@@ -191,7 +200,8 @@ std::vector<sequence_id> prefix_cache::insert(sequence_id seq, const cache_key& 
 
 // A running entry becomes kept, extended to `tokens` (which start with its own): its keys
 // stay indexed; only the blocks after them are hashed, checked and indexed.
-std::vector<sequence_id> prefix_cache::promote(sequence_id seq, std::vector<token> tokens) {
+std::vector<sequence_id> prefix_cache::promote(sequence_id seq, std::shared_ptr<const std::vector<token>> run,
+                                               std::span<const token> tokens) {
     entry& e = entries_.at(seq);
     const auto old_blocks = e.keys.size();
     auto chain = chain_of(e.scope, tokens, std::int64_t(tokens.size()) / block_tokens_, e.keys);
@@ -213,7 +223,8 @@ std::vector<sequence_id> prefix_cache::promote(sequence_id seq, std::vector<toke
         index_from(seq, chain, old_blocks);
     }
     kept.keys = std::move(chain);
-    kept.tokens = std::move(tokens);
+    kept.run = std::move(run);
+    kept.tokens = tokens;
     kept.running = false;
     --running_;
     touch(kept);
@@ -236,10 +247,11 @@ void prefix_cache::index_from(sequence_id seq, const std::vector<cache_key>& key
     for (std::size_t i = from; i < keys.size(); ++i) index_[keys[i]].push_back({seq, i + 1 == keys.size()});
 }
 
-void prefix_cache::hand_over(sequence_id old, sequence_id seq, const std::vector<cache_key>& keys) {
+void prefix_cache::hand_over(sequence_id old, sequence_id seq, const std::vector<cache_key>& keys,
+                             const std::vector<holders*>& places) {
     const auto n = entries_.at(old).keys.size();  // a prefix of `keys`: the same first n keys
     for (std::size_t i = 0; i < n; ++i) {
-        auto& at = index_.find(keys[i])->second;
+        auto& at = *places[i];
         auto h = std::find_if(at.begin(), at.end(), [old](const holder& x) { return x.seq == old; });
         std::rotate(h, h + 1, at.end());  // most recent last
         at.back() = {seq, i + 1 == keys.size()};

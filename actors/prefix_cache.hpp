@@ -87,8 +87,15 @@ public:
     // sequence whose running entry it extends promotes that entry in place: only the
     // new blocks are hashed and indexed (the caller passes that sequence's own tokens,
     // its prompt first; only the prompt's last block is compared).
+    // The entry shares `run` (its first `n` tokens are the sequence's KV: the message's own
+    // vector, not a copy of it).
+    std::vector<sequence_id> insert(sequence_id seq, const cache_key& scope, std::shared_ptr<const std::vector<token>> run,
+                                    std::size_t n, bool running = false, std::span<const cache_key> known = {});
     std::vector<sequence_id> insert(sequence_id seq, const cache_key& scope, std::vector<token> tokens,
-                                    bool running = false, std::span<const cache_key> known = {});
+                                    bool running = false, std::span<const cache_key> known = {}) {
+        const auto n = tokens.size();
+        return insert(seq, scope, std::make_shared<const std::vector<token>>(std::move(tokens)), n, running, known);
+    }
 
     // The least recently used kept (not running) entry other than `keep`, removed;
     // nothing when none.
@@ -113,7 +120,8 @@ private:
     };
     struct entry {
         cache_key scope;
-        std::vector<token> tokens;
+        std::shared_ptr<const std::vector<token>> run;  // shared with the message that brought it
+        std::span<const token> tokens;                  // its first whole blocks: what the KV holds
         std::vector<cache_key> keys;            // one per block
         std::list<sequence_id>::iterator lru;   // position in lru_ (front = least recent)
         bool running = false;                   // a running sequence's prompt: never evicted or freed here
@@ -129,18 +137,21 @@ private:
     // Indexes `seq`'s keys from `from` on (its last key marked).
     void index_from(sequence_id seq, const std::vector<cache_key>& keys, std::size_t from);
     // `seq` (a new entry with `keys`) takes over the index places of `old`, an entry whose
-    // run is a prefix of its own, which leaves the cache: one find per shared key instead of
-    // an erase and an insert.
-    void hand_over(sequence_id old, sequence_id seq, const std::vector<cache_key>& keys);
+    // run is a prefix of its own, which leaves the cache: the places prefixes_of found, instead of
+    // an erase and an insert. `places[i]`: the holders of keys[i] (from prefixes_of).
+    void hand_over(sequence_id old, sequence_id seq, const std::vector<cache_key>& keys,
+                   const std::vector<holders*>& places);
     // Keys of the first `blocks` blocks of `tokens`, starting from `known` ones.
     std::vector<cache_key> chain_of(const cache_key& scope, std::span<const token> tokens, std::int64_t blocks,
                                     std::span<const cache_key> known) const;
     // Entries (other than `seq`) holding exactly the tokens up to one of `keys`: a prefix of `tokens`.
+    // `places` (optional) receives each key's holders (null when not indexed).
     std::vector<sequence_id> prefixes_of(sequence_id seq, const cache_key& scope, std::span<const token> tokens,
-                                         std::span<const cache_key> keys) const;
+                                         std::span<const cache_key> keys, std::vector<holders*>* places = nullptr);
     // Another entry holds all of `tokens` (ending at key `last`): marks it used.
     bool held_elsewhere(sequence_id seq, const cache_key& scope, std::span<const token> tokens, const cache_key& last);
-    std::vector<sequence_id> promote(sequence_id seq, std::vector<token> tokens);
+    std::vector<sequence_id> promote(sequence_id seq, std::shared_ptr<const std::vector<token>> run,
+                                     std::span<const token> tokens);
     void touch(entry& e);
 
     std::int64_t block_tokens_;
