@@ -119,6 +119,7 @@ void batch_tick_actor::request_kv(entry& e, bool front) {
         // What its next prefill feeds from position 0: looked up when the grant is made.
         reserve.prefix = std::make_shared<const std::vector<token_id>>(seq.tokens);
         reserve.scope = seq.scope;
+        e.looked_up = reserve.prefix;
     }
     (void)kv_.tell(std::move(reserve), id());
     seq.kv_tokens = want;
@@ -266,7 +267,10 @@ void batch_tick_actor::share_prompt(entry& e) {
     const auto& s = *e.seq;
     if (!options_.prefix_cache || e.shared || e.copy != device_copy::held || s.device_len < s.prompt_len) return;
     e.shared = true;
-    auto prompt = std::make_shared<const std::vector<token_id>>(s.tokens.begin(), s.tokens.begin() + s.prompt_len);
+    auto prompt = e.looked_up && std::int64_t(e.looked_up->size()) == s.prompt_len
+                      ? std::move(e.looked_up)
+                      : std::make_shared<const std::vector<token_id>>(s.tokens.begin(), s.tokens.begin() + s.prompt_len);
+    e.looked_up.reset();
     (void)kv_.tell(kv_share{s.seq, std::move(prompt), s.scope}, id());
 }
 

@@ -188,6 +188,9 @@ private:
         std::int64_t cached = 0;
         // Its prompt's KV is indexed as a running prefix cache entry (kv_share) and valid.
         bool shared = false;
+        // The tokens its last KV reservation looked up (from position 0); the share sends the
+        // same vector when it is exactly the prompt, instead of copying the prompt again.
+        std::shared_ptr<const std::vector<token_id>> looked_up;
         int answers_to_skip = 0;              // tokens it went on past (go_on): their answers only count
         int group = k_no_group;               // the slot it last decoded in
         std::chrono::nanoseconds last_served{0};

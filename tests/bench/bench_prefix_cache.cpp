@@ -91,8 +91,9 @@ void BM_prefix_cache_request(benchmark::State& state) {
     for (auto _ : state) {
         auto hit = c.lookup(scope, prompt, std::int64_t(prompt.size()) - 1, &chain);
         benchmark::DoNotOptimize(hit);
-        // The two messages' token copies (the BatchTick makes them for the share and the
-        // release) are counted: the index keeps those vectors, it copies nothing itself.
+        // The BatchTick's two token copies are counted: the prompt it sends to be looked up
+        // (and sends again to be shared) and the tokens it releases. The index keeps those
+        // vectors; it copies nothing itself.
         auto shared = std::make_shared<const std::vector<prefix_cache::token>>(prompt);
         benchmark::DoNotOptimize(c.insert(2, scope, shared, shared->size(), /*running=*/true, chain));
         auto released = std::make_shared<const std::vector<prefix_cache::token>>(all);
