@@ -86,9 +86,8 @@ public:
     // already computed (from lookup), so only the rest are hashed. A kept insert of a
     // sequence whose running entry it extends promotes that entry in place: only the
     // new blocks are hashed and indexed (the caller passes that sequence's own tokens,
-    // its prompt first; only the prompt's last block is compared).
-    // The entry shares `run` (its first `n` tokens are the sequence's KV: the message's own
-    // vector, not a copy of it).
+    // its prompt first; only the prompt's last block is compared). The entry shares `run`
+    // (the message's own vector, not a copy); its first `n` tokens are what the KV holds.
     std::vector<sequence_id> insert(sequence_id seq, const cache_key& scope, std::shared_ptr<const std::vector<token>> run,
                                     std::size_t n, bool running = false, std::span<const cache_key> known = {});
     std::vector<sequence_id> insert(sequence_id seq, const cache_key& scope, std::vector<token> tokens,
