@@ -15,6 +15,10 @@ kv_manager_actor::kv_manager_actor(runtime& rt, std::int64_t total_blocks, std::
       cache_options_(cache),
       cache_(cache.block_tokens),
       metrics_(metrics) {
+    // The index never holds more keys than the pool has cache blocks (every key is a
+    // block some entry's KV holds): sized once, it never rehashes while serving.
+    if (cache_options_.enabled)
+        cache_.reserve(std::size_t(std::max<std::int64_t>(0, total_blocks * block_tokens / cache_.block_tokens())));
     publish();
 }
 
@@ -42,8 +46,8 @@ bool kv_manager_actor::try_grant(kv_reserve& m) {
     const bool lookup = cache_options_.enabled && m.prefix && !m.prefix->empty();
     std::optional<prefix_cache::hit> hit;
     // At least the last prompt token is prefilled: its logits give the first token.
-    std::vector<cache_key> chain;  // the prompt's keys hashed by the lookup: its share reuses them
-    if (lookup) hit = cache_.lookup(m.scope, *m.prefix, std::int64_t(m.prefix->size()) - 1, &chain);
+    prefix_cache::lookup_trace trace;  // the prompt's keys hashed and entry compared: its share reuses them
+    if (lookup) hit = cache_.lookup(m.scope, m.prefix, std::int64_t(m.prefix->size()) - 1, trace);
     const std::int64_t need = pool_.blocks_for(m.tokens);
     if (!pool_.try_reserve(m.seq, m.tokens)) {
         if (!make_room(need, hit ? hit->source : 0)) {
@@ -56,7 +60,7 @@ bool kv_manager_actor::try_grant(kv_reserve& m) {
     if (!plan) return false;
     kv_grant grant{m.seq, pool_.commit(*plan)};
     if (grant.outcome && lookup) {
-        if (!chain.empty()) prompt_keys_[m.seq] = std::move(chain);
+        if (!trace.keys.empty()) prompt_traces_[m.seq] = std::move(trace);
         if (metrics_) metrics_->prefix_cache_queries.inc(double(m.prefix->size()));
         if (hit) {
             // Before the grant: any later free of the entry reaches the device after the copy.
@@ -142,7 +146,7 @@ void kv_manager_actor::on_reserve(kv_reserve& m) {
 void kv_manager_actor::on_grow(kv_grow& m) {
     if (m.preempt != 0) {
         if (cache_.running(m.preempt)) cache_.erase(m.preempt);  // its KV goes to the grower
-        prompt_keys_.erase(m.preempt);
+        prompt_traces_.erase(m.preempt);
         pool_.release(m.preempt);
     }
     if (pool_.holds(m.seq) && !pool_.try_grow(m.seq, m.tokens))
@@ -170,7 +174,7 @@ void kv_manager_actor::on_release(const kv_release& m) {
         }
     }
     if (cache_options_.enabled) {
-        prompt_keys_.erase(m.seq);
+        prompt_traces_.erase(m.seq);
         // With the cache on, the KvManager frees released sequences on the device itself,
         // after any copy it sent from them. A running entry is kept (promoted) with the
         // valid KV, or ends with its sequence.
@@ -204,12 +208,12 @@ void kv_manager_actor::on_share(const kv_share& m) {
     const std::int64_t block = cache_.block_tokens();
     const std::int64_t whole = std::int64_t(m.tokens->size()) / block * block;
     if (whole == 0) return;
-    std::vector<cache_key> known;
-    if (auto k = prompt_keys_.find(m.seq); k != prompt_keys_.end()) {
-        known = std::move(k->second);
-        prompt_keys_.erase(k);
+    prefix_cache::lookup_trace trace;
+    if (auto k = prompt_traces_.find(m.seq); k != prompt_traces_.end()) {
+        trace = std::move(k->second);
+        prompt_traces_.erase(k);
     }
-    auto freed = cache_.insert(m.seq, m.scope, m.tokens, std::size_t(whole), /*running=*/true, known);
+    auto freed = cache_.insert(m.seq, m.scope, m.tokens, std::size_t(whole), /*running=*/true, &trace);
     for (auto r : freed) {
         if (r == m.seq) continue;  // an equal entry exists: nothing to add
         pool_.release(r);

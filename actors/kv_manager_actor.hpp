@@ -60,7 +60,7 @@ public:
     bool cache_enabled() const { return cache_options_.enabled; }
     std::int64_t cache_hits() const { return hit_tokens_; }  // prompt tokens served from cached KV
     std::size_t waiting() const { return waiters_.size(); }
-    std::size_t keys_held() const { return prompt_keys_.size(); }  // tests: none once every sequence is released
+    std::size_t keys_held() const { return prompt_traces_.size(); }  // tests: none once every sequence is released
 
 private:
     struct waiter {
@@ -88,8 +88,9 @@ private:
     prefix_cache cache_;
     address<device_actor> device_;
     std::int64_t hit_tokens_ = 0;
-    // Keys a granted sequence's lookup hashed, until its kv_share (or release) uses them.
-    std::unordered_map<sequence_id, std::vector<cache_key>> prompt_keys_;
+    // What a granted sequence's lookup found (keys hashed, entry compared), until its
+    // kv_share (or release) uses it.
+    std::unordered_map<sequence_id, prefix_cache::lookup_trace> prompt_traces_;
     std::deque<waiter> waiters_;
     metrics::calserve_metrics* metrics_;
 };

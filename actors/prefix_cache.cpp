@@ -20,9 +20,10 @@ cache_key cache_scope(std::string_view package_hash, std::string_view salt) {
     return from(XXH3_128bits(bytes.data(), bytes.size()));
 }
 
-prefix_cache::prefix_cache(std::int64_t block_tokens) : block_tokens_(std::max<std::int64_t>(1, block_tokens)) {}
+prefix_cache::prefix_cache(std::int64_t block_tokens, std::uint64_t key_mask)
+    : block_tokens_(std::max<std::int64_t>(1, block_tokens)), key_mask_(key_mask) {}
 
-cache_key prefix_cache::next_key(const cache_key& parent, std::span<const token> block) {
+cache_key prefix_cache::next_key(const cache_key& parent, std::span<const token> block) const {
     // The block's content hash with the library's default secret, through its runtime
     // dispatch (AVX-512/AVX2 where the CPU has them), then 8 bytes mixed with the parent's
     // key. A seeded hash of the block itself would derive a new secret from the seed on
@@ -31,7 +32,7 @@ cache_key prefix_cache::next_key(const cache_key& parent, std::span<const token>
     // are enough because a hit compares the tokens: a collision can only make a lookup miss.
     const std::uint64_t content = XXH3_64bits_dispatch(block.data(), block.size_bytes());
     const std::uint64_t h = XXH3_64bits_withSeed(&content, sizeof content, parent.lo ^ parent.hi);
-    return cache_key{h, 0};
+    return cache_key{h & key_mask_, 0};
 }
 
 std::vector<cache_key> prefix_cache::keys(const cache_key& scope, std::span<const token> tokens,
@@ -48,21 +49,109 @@ std::vector<cache_key> prefix_cache::keys(const cache_key& scope, std::span<cons
 }
 
 std::optional<prefix_cache::hit> prefix_cache::lookup(const cache_key& scope, std::span<const token> tokens,
-                                                      std::int64_t limit, std::vector<cache_key>* chain_out) {
+                                                      std::int64_t limit) {
+    std::vector<cache_key> chain;
+    return find_longest(scope, tokens, limit, chain, nullptr);
+}
+
+std::optional<prefix_cache::hit> prefix_cache::lookup(const cache_key& scope,
+                                                      std::shared_ptr<const std::vector<token>> run, std::int64_t limit,
+                                                      lookup_trace& trace) {
+    trace = lookup_trace{};
+    trace.run = std::move(run);
+    if (!trace.run) return std::nullopt;
+    return find_longest(scope, *trace.run, limit, trace.keys, &trace);
+}
+
+std::optional<prefix_cache::hit> prefix_cache::find_longest(const cache_key& scope, std::span<const token> tokens,
+                                                            std::int64_t limit, std::vector<cache_key>& chain,
+                                                            lookup_trace* trace) {
+    chain.clear();
     if (entries_.empty()) return std::nullopt;
-    // Keys name whole prefixes and every entry indexes all of its blocks, so the cached
-    // blocks of a prompt are a prefix of its chain: "block b's key is indexed" holds up to
-    // the longest match and not after. The keys are chained (one hash per block, in order);
-    // the index is probed at blocks 0, 1, 3, 7, ... until a probe misses, then the longest
-    // match is found by bisection between the last hit and that miss: O(log n) probes of
-    // a table much larger than the cache lines, against one hash per block. (A key indexed
-    // by a collision can only make the final token comparison fail: a miss.)
     const std::int64_t blocks = std::min<std::int64_t>(limit, std::int64_t(tokens.size())) / block_tokens_;
     if (blocks == 0) return std::nullopt;
-    std::vector<cache_key> own;
-    auto& chain = chain_out ? *chain_out : own;
-    chain.clear();
     chain.reserve(std::size_t(blocks));
+    if (!probe_only_)
+        if (auto walked = walk(scope, tokens, blocks, chain, trace)) return *walked;
+    chain.clear();
+    return probe(scope, tokens, blocks, chain, trace);
+}
+
+prefix_cache::hit prefix_cache::found(sequence_id seq, entry& e, std::int64_t n, lookup_trace* trace) {
+    touch(e);
+    if (trace) {
+        trace->equal = seq;
+        trace->equal_serial = e.serial;
+        trace->equal_tokens = std::size_t(n);
+    }
+    return hit{seq, n};
+}
+
+// Follows the prompt through the entries that hold it: the most recent entry holding the
+// key of the prompt's first unmatched block is compared with the prompt for as long as
+// they agree, and its keys serve for the blocks they share (equal tokens under one scope
+// have equal keys). The prompt is hashed only where it leaves one entry for another and
+// read by memcmp elsewhere: a 32k-token turn of a cached conversation costs one
+// comparison and a hash or two, not 512 hashes. Nothing (not a miss) when a key's holder
+// disagrees with the prompt, which only a collision does: the caller then probes.
+std::optional<std::optional<prefix_cache::hit>> prefix_cache::walk(const cache_key& scope, std::span<const token> tokens,
+                                                                   std::int64_t blocks, std::vector<cache_key>& chain,
+                                                                   lookup_trace* trace) {
+    const auto b_tokens = std::size_t(block_tokens_);
+    auto block = [&](std::int64_t b) { return tokens.subspan(std::size_t(b) * b_tokens, b_tokens); };
+    auto same = [&](const entry& e, std::int64_t from, std::int64_t to) {  // blocks [from, to) equal
+        const auto n = std::size_t(to - from) * b_tokens;
+        compared_ += n;
+        return std::memcmp(e.tokens.data() + std::size_t(from) * b_tokens, tokens.data() + std::size_t(from) * b_tokens,
+                           n * sizeof(token)) == 0;
+    };
+    chain.push_back(next_key(scope, block(0)));
+    std::int64_t p = 0;         // blocks matched; chain[p] is block p's key
+    sequence_id walked = 0;     // the entry followed last, compared with the prompt ...
+    std::int64_t walked_from = 0;  // ... from this block on (before it, only its keys were)
+    while (p < blocks) {
+        auto it = index_.find(chain[std::size_t(p)]);
+        if (it == index_.end()) break;
+        auto h = std::find_if(it->second.rbegin(), it->second.rend(),
+                              [&](const holder& x) { return entries_.at(x.seq).scope == scope; });
+        if (h == it->second.rend()) break;
+        const entry& e = entries_.at(h->seq);
+        const std::int64_t end = std::min<std::int64_t>(blocks, std::int64_t(e.tokens.size() / b_tokens));
+        std::int64_t q = end;
+        if (!same(e, p, end)) {  // where they part: block by block
+            q = p;
+            while (q < end && same(e, q, q + 1)) ++q;
+        }
+        if (q == p) return std::nullopt;  // its key matched and its block did not
+        chain.insert(chain.end(), e.keys.begin() + std::ptrdiff_t(p + 1), e.keys.begin() + std::ptrdiff_t(q));
+        walked = h->seq;
+        walked_from = p;
+        p = q;
+        if (p < blocks) chain.push_back(next_key(chain.back(), block(p)));
+    }
+    if (p == 0) return std::optional<hit>{};  // a miss; chain holds block 0's key
+    // The hit is the one the probe picks: the most recent holder of the longest key whose
+    // tokens equal the prompt's. The walked entry was compared from `walked_from` on.
+    auto& at = index_.find(chain[std::size_t(p - 1)])->second;
+    for (auto s = at.rbegin(); s != at.rend(); ++s) {
+        entry& e = entries_.at(s->seq);
+        if (e.scope != scope || !same(e, 0, s->seq == walked ? walked_from : p)) continue;
+        // Its tokens are the prompt's: so are its keys (the walk's came partly from others).
+        chain.assign(e.keys.begin(), e.keys.begin() + std::ptrdiff_t(p));
+        return std::optional<hit>{found(s->seq, e, p * block_tokens_, trace)};
+    }
+    return std::nullopt;
+}
+
+// Assumes nothing of the entries: keys name whole prefixes and every entry indexes all of
+// its blocks, so the cached blocks of a prompt are a prefix of its chain ("block b's key is
+// indexed" holds up to the longest match and not after). The index is probed at blocks 0,
+// 1, 3, 7, ... until a probe misses, then the longest match is found by bisection between
+// the last hit and that miss, hashing the chain as far as the probes go. (A key indexed by
+// a collision can only make the final token comparison fail: a miss.)
+std::optional<prefix_cache::hit> prefix_cache::probe(const cache_key& scope, std::span<const token> tokens,
+                                                     std::int64_t blocks, std::vector<cache_key>& chain,
+                                                     lookup_trace* trace) {
     auto key_of = [&](std::int64_t b) -> const cache_key& {
         while (std::int64_t(chain.size()) <= b) {
             const auto i = std::int64_t(chain.size());
@@ -91,10 +180,10 @@ std::optional<prefix_cache::hit> prefix_cache::lookup(const cache_key& scope, st
     for (auto source = at.rbegin(); source != at.rend(); ++source) {
         entry& e = entries_.at(source->seq);
         // The tokens are compared too: a key collision can only miss, never serve wrong KV.
-        if (e.scope == scope && std::memcmp(e.tokens.data(), tokens.data(), std::size_t(n) * sizeof(token)) == 0) {
-            touch(e);
-            return hit{source->seq, n};
-        }
+        if (e.scope != scope) continue;
+        compared_ += std::uint64_t(n);
+        if (std::memcmp(e.tokens.data(), tokens.data(), std::size_t(n) * sizeof(token)) == 0)
+            return found(source->seq, e, n, trace);
     }
     return std::nullopt;
 }
@@ -116,7 +205,9 @@ bool prefix_cache::held_elsewhere(sequence_id seq, const cache_key& scope, std::
     for (const auto& h : it->second) {
         if (h.seq == seq) continue;
         entry& o = entries_.at(h.seq);
-        if (o.scope == scope && o.tokens.size() >= tokens.size() && std::equal(tokens.begin(), tokens.end(), o.tokens.begin())) {
+        if (o.scope != scope || o.tokens.size() < tokens.size()) continue;
+        compared_ += tokens.size();
+        if (std::equal(tokens.begin(), tokens.end(), o.tokens.begin())) {
             touch(o);
             return true;
         }
@@ -125,7 +216,14 @@ bool prefix_cache::held_elsewhere(sequence_id seq, const cache_key& scope, std::
 }
 
 std::vector<sequence_id> prefix_cache::prefixes_of(sequence_id seq, const cache_key& scope, std::span<const token> tokens,
-                                                   std::span<const cache_key> keys, std::vector<holders*>* places) {
+                                                   std::span<const cache_key> keys, std::vector<holders*>* places,
+                                                   const lookup_trace* trace) {
+    // The entry a lookup of these very tokens found equal over its whole length is not
+    // compared again (a 32k-token prompt's share would read 128 KB twice).
+    auto known_equal = [&](sequence_id s, const entry& o) {
+        return trace && trace->run && trace->run->data() == tokens.data() && s == trace->equal &&
+               o.serial == trace->equal_serial && o.tokens.size() == trace->equal_tokens;
+    };
     std::vector<sequence_id> out;
     if (places) places->assign(keys.size(), nullptr);
     for (std::size_t i = 0; i < keys.size(); ++i) {
@@ -133,11 +231,17 @@ std::vector<sequence_id> prefix_cache::prefixes_of(sequence_id seq, const cache_
         if (it == index_.end()) continue;
         if (places) (*places)[i] = &it->second;
         for (const auto& h : it->second) {
-            if (!h.last || h.seq == seq) continue;  // only entries ending here can be a prefix ending here
+            // Only entries ending here can be a prefix ending here; each is found once (a key
+            // can repeat along a run only by a collision).
+            if (!h.last || h.seq == seq || std::find(out.begin(), out.end(), h.seq) != out.end()) continue;
             const entry& o = entries_.at(h.seq);
-            if (o.scope == scope && o.tokens.size() <= tokens.size() &&
-                std::equal(o.tokens.begin(), o.tokens.end(), tokens.begin()))
+            if (o.scope != scope || o.tokens.size() > tokens.size()) continue;
+            if (known_equal(h.seq, o)) {
                 out.push_back(h.seq);
+                continue;
+            }
+            compared_ += o.tokens.size();
+            if (std::equal(o.tokens.begin(), o.tokens.end(), tokens.begin())) out.push_back(h.seq);
         }
     }
     return out;
@@ -145,7 +249,8 @@ std::vector<sequence_id> prefix_cache::prefixes_of(sequence_id seq, const cache_
 
 std::vector<sequence_id> prefix_cache::insert(sequence_id seq, const cache_key& scope,
                                               std::shared_ptr<const std::vector<token>> run, std::size_t n, bool running,
-                                              std::span<const cache_key> known) {
+                                              const lookup_trace* trace) {
+    if (trace && trace->run != run) trace = nullptr;  // another run's findings say nothing of this one
     n = std::min(n, run ? run->size() : 0);
     const auto blocks = std::int64_t(n) / block_tokens_;
     if (blocks == 0) return {seq};
@@ -155,19 +260,20 @@ std::vector<sequence_id> prefix_cache::insert(sequence_id seq, const cache_key& 
         // prompt are the sequence's own, so its last block is checked, not the whole run.
         const entry& e = it->second;
         const auto tail = e.tokens.size() - std::size_t(block_tokens_);
+        compared_ += std::uint64_t(block_tokens_);
         if (running || !e.running || e.scope != scope || e.tokens.size() > tokens.size() ||
             !std::equal(e.tokens.begin() + std::ptrdiff_t(tail), e.tokens.end(), tokens.begin() + std::ptrdiff_t(tail)))
             return {seq};
         return promote(seq, std::move(run), tokens);
     }
-    auto chain = chain_of(scope, tokens, blocks, known);
+    auto chain = chain_of(scope, tokens, blocks, trace ? std::span<const cache_key>(trace->keys) : std::span<const cache_key>{});
     // An entry that already holds all of it makes this one redundant.
     if (held_elsewhere(seq, scope, tokens, chain.back())) return {seq};
     // Entries whose whole run is a prefix of this one are redundant; a running entry's KV
     // is its sequence's: it only leaves the index.
     // `places`: the holders of each key, found once here for the hand-over below.
     std::vector<holders*> places;
-    auto redundant = prefixes_of(seq, scope, tokens, chain, &places);
+    auto redundant = prefixes_of(seq, scope, tokens, chain, &places, trace);
     // The longest of them hands its index places over (usually the only one: the previous
     // turn of this conversation); the others leave the index, after it (until then every
     // place it holds is still indexed, so `places` stays valid).
@@ -192,7 +298,7 @@ std::vector<sequence_id> prefix_cache::insert(sequence_id seq, const cache_key& 
         return owned_elsewhere;
     });
     index_from(seq, chain, handed);
-    entry e{scope, std::move(run), tokens, std::move(chain), lru_.insert(lru_.end(), seq), running};
+    entry e{scope, std::move(run), tokens, std::move(chain), lru_.insert(lru_.end(), seq), running, ++serials_};
     entries_.emplace(seq, std::move(e));
     if (running) ++running_;
     return redundant;
@@ -303,11 +409,16 @@ bool prefix_cache::consistent() const {
     for (const auto& [seq, e] : entries_) {
         if (e.tokens.empty() || std::int64_t(e.tokens.size()) % block_tokens_ != 0) return false;
         if (e.keys != this->keys(e.scope, e.tokens, std::int64_t(e.tokens.size()) / block_tokens_)) return false;
+        // One holder per position of a key in the entry (a key can repeat within an entry
+        // only by a collision), the one of its last block marked.
         for (std::size_t i = 0; i < e.keys.size(); ++i) {
             auto it = index_.find(e.keys[i]);
             if (it == index_.end()) return false;
-            auto h = std::find_if(it->second.begin(), it->second.end(), [seq](const holder& x) { return x.seq == seq; });
-            if (h == it->second.end() || h->last != (i + 1 == e.keys.size())) return false;
+            const auto positions = std::count(e.keys.begin(), e.keys.end(), e.keys[i]);
+            const auto held = std::count_if(it->second.begin(), it->second.end(), [seq](const holder& x) { return x.seq == seq; });
+            const auto marked = std::count_if(it->second.begin(), it->second.end(),
+                                              [seq](const holder& x) { return x.seq == seq && x.last; });
+            if (held != positions || marked != (e.keys[i] == e.keys.back() ? 1 : 0)) return false;
         }
         keys += e.keys.size();
     }

@@ -130,14 +130,17 @@ TEST_CASE("prefix cache: a released running entry is promoted in place; lookup k
           "[actors][prefix_cache]") {
     prefix_cache c(4);
     auto prompt = run(0, 13);
-    std::vector<cache_key> chain;
-    CHECK_FALSE(c.lookup(k_scope, prompt, 12, &chain));  // empty cache: nothing hashed
+    auto shared = std::make_shared<const std::vector<prefix_cache::token>>(prompt);
+    prefix_cache::lookup_trace trace;
+    CHECK_FALSE(c.lookup(k_scope, shared, 12, trace));  // empty cache: nothing hashed
+    CHECK(trace.keys.empty());
     CHECK(c.insert(9, k_scope, run(500, 8)).empty());
-    CHECK_FALSE(c.lookup(k_scope, prompt, 12, &chain));
-    CHECK(chain.size() == 1);  // a miss at the first block stops there
-    CHECK(chain == c.keys(k_scope, prompt, 1));
+    CHECK_FALSE(c.lookup(k_scope, shared, 12, trace));
+    CHECK(trace.keys.size() == 1);  // a miss at the first block stops there
+    CHECK(trace.keys == c.keys(k_scope, prompt, 1));
+    CHECK(trace.equal == 0);
     // The share reuses the key it has and hashes the rest.
-    CHECK(c.insert(1, k_scope, prompt, true, chain).empty());
+    CHECK(c.insert(1, k_scope, shared, shared->size(), true, &trace).empty());
     CHECK(c.running(1));
     CHECK(c.tokens_of(1) == 12);
     // Its release with 8 generated tokens: the same entry, kept, 20 tokens (5 blocks).
@@ -214,5 +217,154 @@ TEST_CASE("prefix cache: the index stays consistent through a random workload", 
             REQUIRE_FALSE(c.contains(*gone));
         }
         REQUIRE(c.consistent());
+    }
+}
+
+TEST_CASE("prefix cache: a lookup's trace serves only the insert of its own run", "[actors][prefix_cache]") {
+    prefix_cache c(4);
+    auto history = std::make_shared<const std::vector<prefix_cache::token>>(run(0, 16));
+    CHECK(c.insert(1, k_scope, history, history->size()).empty());
+    // The next turn: the history and 6 new tokens. The lookup compares the history's entry
+    // with the prompt; the share finds that entry redundant without comparing it again.
+    auto turn = std::make_shared<std::vector<prefix_cache::token>>(*history);
+    for (int i = 0; i < 6; ++i) turn->push_back(700 + i);
+    const std::shared_ptr<const std::vector<prefix_cache::token>> prompt = turn;
+    prefix_cache::lookup_trace trace;
+    auto hit = c.lookup(k_scope, prompt, std::int64_t(prompt->size()) - 1, trace);
+    REQUIRE(hit);
+    CHECK(hit->source == 1);
+    CHECK(hit->tokens == 16);
+    CHECK(trace.equal == 1);
+    CHECK(trace.equal_tokens == 16);
+    CHECK(trace.keys == c.keys(k_scope, *prompt, 4));  // the hit's keys: nothing hashed but block 0 and 4
+    const auto compared = c.compared_tokens();
+    CHECK(compared >= 16);
+    CHECK(c.insert(2, k_scope, prompt, prompt->size(), true, &trace) == std::vector<sequence_id>{1});
+    CHECK(c.compared_tokens() == compared);  // entry 1 was compared by the lookup, not again
+    CHECK_FALSE(c.contains(1));
+    CHECK(c.tokens_of(2) == 20);
+    CHECK(c.consistent());
+
+    // A trace handed to the insert of another run (other tokens, other keys) is ignored:
+    // that run is hashed and compared from scratch, so its keys are its own.
+    prefix_cache d(4);
+    CHECK(d.insert(1, k_scope, run(0, 16)).empty());
+    prefix_cache::lookup_trace other;
+    auto looked = std::make_shared<const std::vector<prefix_cache::token>>(run(0, 20));
+    REQUIRE(d.lookup(k_scope, looked, 19, other));
+    auto different = std::make_shared<const std::vector<prefix_cache::token>>(run(100, 20));
+    CHECK(d.insert(2, k_scope, different, different->size(), true, &other).empty());
+    CHECK(d.contains(1));  // not a prefix of the other run: still cached
+    CHECK(d.keys(k_scope, run(100, 20), 5) != other.keys);
+    CHECK(d.tokens_of(2) == 20);
+    CHECK(d.consistent());
+    // And one whose entry has since been replaced (the same sequence id again) is not
+    // trusted for the new incarnation: it is compared.
+    prefix_cache e(4);
+    CHECK(e.insert(1, k_scope, run(0, 8)).empty());
+    prefix_cache::lookup_trace stale;
+    auto again = std::make_shared<const std::vector<prefix_cache::token>>(run(0, 12));
+    REQUIRE(e.lookup(k_scope, again, 11, stale));
+    CHECK(stale.equal == 1);
+    CHECK(e.erase(1));
+    CHECK(e.insert(1, k_scope, run(0, 8)).empty());  // a new incarnation of sequence 1
+    const auto before = e.compared_tokens();
+    CHECK(e.insert(2, k_scope, again, again->size(), false, &stale) == std::vector<sequence_id>{1});
+    CHECK(e.compared_tokens() == before + 8);
+    CHECK_FALSE(e.contains(1));
+    CHECK(e.consistent());
+}
+
+TEST_CASE("prefix cache: a lookup's walk finds what probing finds; colliding keys can only make it miss",
+          "[actors][prefix_cache]") {
+    // Runs share blocks often: a few stems, then a tail from a small alphabet.
+    auto make_run = [](std::mt19937& rng) {
+        static const std::vector<std::vector<prefix_cache::token>> stems{run(0, 40), run(1000, 24), run(2000, 64)};
+        const auto& stem = stems[std::uniform_int_distribution<std::size_t>(0, 2)(rng)];
+        std::vector<prefix_cache::token> t(stem.begin(),
+                                           stem.begin() + std::uniform_int_distribution<std::ptrdiff_t>(0, std::ptrdiff_t(stem.size()))(rng));
+        const auto tail = std::uniform_int_distribution<int>(0, 30)(rng);
+        for (int i = 0; i < tail; ++i) t.push_back(std::uniform_int_distribution<prefix_cache::token>(0, 2)(rng));
+        if (t.empty()) t.push_back(1);
+        return t;
+    };
+    const cache_key other_scope = cache_scope("package-a", "tenant");
+    // Full keys (the walk checked against probing), then keys of 3 bits (a collision at
+    // nearly every block, a key repeated along most runs), walking and probing.
+    for (const auto& [mask, probing] : {std::pair{~std::uint64_t(0), false}, std::pair{std::uint64_t(7), false},
+                                        std::pair{std::uint64_t(7), true}}) {
+        const bool colliding = mask != ~std::uint64_t(0);
+        CAPTURE(colliding, probing);
+        std::mt19937 rng(colliding ? 6 : 5);
+        prefix_cache c(4, mask);
+        c.probe_only(probing);
+        prefix_cache reference(4, mask);  // the same operations, looked up by probing only
+        reference.probe_only(true);
+        std::map<sequence_id, std::pair<cache_key, std::vector<prefix_cache::token>>> held;  // what each entry holds
+        sequence_id next = 1;
+        int hits = 0;
+        for (int step = 0; step < 3000; ++step) {
+            const int action = std::uniform_int_distribution<int>(0, 9)(rng);
+            if (action < 4) {
+                const auto scope = std::uniform_int_distribution<int>(0, 5)(rng) == 0 ? other_scope : k_scope;
+                auto t = make_run(rng);
+                const auto seq = next++;
+                auto freed = c.insert(seq, scope, t);
+                if (!colliding) CHECK(reference.insert(seq, scope, t) == freed);
+                t.resize(t.size() / 4 * 4);
+                held[seq] = {scope, t};
+                for (auto r : freed) held.erase(r);
+            } else if (action == 4 && !held.empty()) {
+                auto it = held.begin();
+                std::advance(it, std::uniform_int_distribution<std::size_t>(0, held.size() - 1)(rng));
+                CHECK(c.erase(it->first));
+                if (!colliding) CHECK(reference.erase(it->first));
+                held.erase(it);
+            } else if (action == 5) {
+                auto victim = c.evict_lru();
+                if (!colliding) CHECK(reference.evict_lru() == victim);
+                if (victim) held.erase(*victim);
+            } else {
+                const auto scope = std::uniform_int_distribution<int>(0, 5)(rng) == 0 ? other_scope : k_scope;
+                auto prompt = std::make_shared<const std::vector<prefix_cache::token>>(make_run(rng));
+                const auto limit = std::int64_t(prompt->size()) - 1;
+                prefix_cache::lookup_trace trace;
+                auto h = c.lookup(scope, prompt, limit, trace);
+                // The keys it hands on are the prompt's own, whatever it met on the way.
+                CHECK(trace.keys == c.keys(scope, *prompt, std::int64_t(trace.keys.size())));
+                // The longest prefix any entry of the scope holds, in whole blocks under the limit.
+                std::int64_t longest = 0;
+                for (const auto& [seq, e] : held) {
+                    if (!(e.first == scope)) continue;
+                    std::int64_t n = 0;
+                    while (n + 4 <= std::min<std::int64_t>(limit, std::int64_t(e.second.size())) &&
+                           std::equal(e.second.begin() + n, e.second.begin() + n + 4, prompt->begin() + n))
+                        n += 4;
+                    longest = std::max(longest, n);
+                }
+                if (h) {
+                    ++hits;
+                    REQUIRE(held.contains(h->source));
+                    const auto& [s, tokens] = held[h->source];
+                    CHECK(s == scope);  // never another scope's KV ...
+                    REQUIRE(std::int64_t(tokens.size()) >= h->tokens);
+                    CHECK(std::equal(tokens.begin(), tokens.begin() + h->tokens, prompt->begin()));  // ... nor other tokens
+                    CHECK(h->tokens % 4 == 0);
+                    CHECK(h->tokens <= limit);
+                }
+                if (!colliding) {
+                    CHECK((h ? h->tokens : 0) == longest);
+                    prefix_cache::lookup_trace probed;
+                    auto r = reference.lookup(scope, prompt, limit, probed);
+                    REQUIRE(bool(r) == bool(h));
+                    if (h) {
+                        CHECK(r->source == h->source);  // the same entry as probing picks
+                        CHECK(r->tokens == h->tokens);
+                    }
+                }
+            }
+            CHECK(c.consistent());
+        }
+        CHECK(hits > (colliding ? 100 : 300));
     }
 }
