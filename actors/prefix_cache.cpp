@@ -117,6 +117,7 @@ std::optional<std::optional<prefix_cache::hit>> prefix_cache::walk(const cache_k
         if (h == it->second.rend()) break;
         const entry& e = entries_.at(h->seq);
         const std::int64_t end = std::min<std::int64_t>(blocks, std::int64_t(e.tokens.size() / b_tokens));
+        if (end <= p) return std::nullopt;  // it holds the key and has no block p: a collision
         std::int64_t q = end;
         if (!same(e, p, end)) {  // where they part: block by block
             q = p;
@@ -135,7 +136,9 @@ std::optional<std::optional<prefix_cache::hit>> prefix_cache::walk(const cache_k
     auto& at = index_.find(chain[std::size_t(p - 1)])->second;
     for (auto s = at.rbegin(); s != at.rend(); ++s) {
         entry& e = entries_.at(s->seq);
-        if (e.scope != scope || !same(e, 0, s->seq == walked ? walked_from : p)) continue;
+        if (e.scope != scope || std::int64_t(e.tokens.size() / b_tokens) < p ||
+            !same(e, 0, s->seq == walked ? walked_from : p))
+            continue;
         // Its tokens are the prompt's: so are its keys (the walk's came partly from others).
         chain.assign(e.keys.begin(), e.keys.begin() + std::ptrdiff_t(p));
         return std::optional<hit>{found(s->seq, e, p * block_tokens_, trace)};
@@ -180,7 +183,7 @@ std::optional<prefix_cache::hit> prefix_cache::probe(const cache_key& scope, std
     for (auto source = at.rbegin(); source != at.rend(); ++source) {
         entry& e = entries_.at(source->seq);
         // The tokens are compared too: a key collision can only miss, never serve wrong KV.
-        if (e.scope != scope) continue;
+        if (e.scope != scope || std::int64_t(e.tokens.size()) < n) continue;  // shorter: a collision
         compared_ += std::uint64_t(n);
         if (std::memcmp(e.tokens.data(), tokens.data(), std::size_t(n) * sizeof(token)) == 0)
             return found(source->seq, e, n, trace);
