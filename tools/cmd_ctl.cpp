@@ -37,6 +37,7 @@ struct ctl_options {
     std::int64_t chip = -1;
     std::string submodel;
     std::int64_t request = -1;
+    std::int64_t sequence = -1;
     std::int64_t arm_id = -1;
     std::string trace_path;
     // model
@@ -80,6 +81,7 @@ subcommands add_subcommands(CLI::App& app, ctl_options& o) {
     s.fault_arm->add_option("--chip", o.chip, "only on this chip");
     s.fault_arm->add_option("--submodel", o.submodel, "only for this submodel");
     s.fault_arm->add_option("--request", o.request, "only for this request number");
+    s.fault_arm->add_option("--sequence", o.sequence, "only for device jobs holding this sequence");
     s.fault_list = fault->add_subcommand("list", "list armed faults with their fire counts");
     s.fault_clear = fault->add_subcommand("clear", "disarm all faults, one point, or one arm id");
     s.fault_clear->add_option("point", o.point, "only this fault point");
@@ -129,6 +131,7 @@ json::object fault_arm_command(const ctl_options& o) {
     if (o.chip >= 0) match["chip"] = o.chip;
     if (!o.submodel.empty()) match["submodel"] = o.submodel;
     if (o.request >= 0) match["request"] = o.request;
+    if (o.sequence >= 0) match["sequence"] = o.sequence;
     if (!match.empty()) c["match"] = std::move(match);
     return c;
 }

@@ -108,3 +108,46 @@ TEST_CASE("ctl: client_stall fires in the daemon: a slow consumer delays its str
     CHECK(ctl_result(sock, "fault list").at("faults").as_array().at(0).at("fires").to_number<int>() == 1);
     REQUIRE(d.stop() == 0);
 }
+
+TEST_CASE("ctl: a request whose device jobs always fail gets job_retries_exhausted alone; 4 streams finish intact",
+          "[e2e][faults][liveness]") {
+    auto sock = socket_path("poison");
+    const std::string preset = "tiny-dense-1chip";
+    // Paced (10 ms a step) so the four streams are still decoding when the poison arrives.
+    daemon_process d({"--package", test_package_dir(preset).string(), "--served-model-name", "m", "--set",
+                      "log.level=warn", "--set", "device.sim.step_ms=10", "--set", "runtime.max_job_retries=2",
+                      "--control-socket", sock.string()});
+    REQUIRE(d.started());
+    const auto model_dir = package_model_dir(test_package_dir(preset));
+    constexpr int k_others = 4, n = 64;
+    std::vector<std::vector<std::int32_t>> prompts;
+    std::vector<std::string> expected;
+    for (int i = 0; i < k_others; ++i) {
+        prompts.push_back(random_prompt(700 + i, 9 + i));
+        expected.push_back(reference_text(d.port(), reference_greedy(model_dir, prompts.back(), n)));
+    }
+    // The daemon numbers a model's sequences from 1 in admission order: the four streams
+    // take 1-4, the poison request 5. Its every device job faults.
+    ctl_result(sock, "fault arm ccu_exception --mode always --sequence 5");
+    std::vector<std::future<std::string>> streams;
+    for (int i = 0; i < k_others; ++i)
+        streams.push_back(std::async(std::launch::async, [&, i] { return sse_text(d.port(), prompts[std::size_t(i)], n); }));
+    REQUIRE(wait_until([&] { return ctl_result(sock, "stats").at("in_flight").to_number<int>() == k_others; }));
+
+    auto poison = post(d.port(), "/v1/completions", completion_body(random_prompt(799, 12), n, false));
+    CHECK(poison.result_int() == 503);
+    CHECK(poison.body().find("job_retries_exhausted") != std::string::npos);
+    for (int i = 0; i < k_others; ++i) {
+        INFO("stream " << i);
+        CHECK(streams[std::size_t(i)].get() == expected[std::size_t(i)]);
+    }
+    // One failed job and two retries: three faults, three resets that took; never dead.
+    CHECK(metric(d.port(), "calserve_request_retries_exhausted_total") == 1);
+    CHECK(metric(d.port(), "calserve_faults_total{point=\"ccu_exception\"}") == 3);
+    CHECK(metric(d.port(), "calserve_device_resets_total") == 3);
+    CHECK(call(d.port(), http::verb::get, "/health").result_int() == 200);
+    auto stats = ctl_result(sock, "stats");
+    CHECK(stats.at("device_state").as_string() == "ready");
+    CHECK(stats.at("in_flight").to_number<int>() == 0);
+    REQUIRE(d.stop() == 0);
+}
