@@ -27,7 +27,7 @@
 #include "tools/command.hpp"
 #include "tools/data_paths.hpp"
 
-namespace calserve::tools {
+namespace calserve::tools::cmd_bench {
 namespace {
 namespace b = loadgen;
 namespace json = boost::json;
@@ -468,4 +468,4 @@ const bool registered = register_command("bench", "load-test an OpenAI-compatibl
     return [cli] { return run_bench(*cli); };
 });
 }  // namespace
-}  // namespace calserve::tools
+}  // namespace calserve::tools::cmd_bench

@@ -6,7 +6,7 @@
 #include "config/config.hpp"
 #include "tools/command.hpp"
 
-namespace calserve::tools {
+namespace calserve::tools::cmd_config {
 namespace {
 struct options {
     bool print_defaults = false;
@@ -36,4 +36,4 @@ const bool registered = register_command("config", "print the default config or 
     };
 });
 }  // namespace
-}  // namespace calserve::tools
+}  // namespace calserve::tools::cmd_config

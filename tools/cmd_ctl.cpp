@@ -19,7 +19,7 @@
 #include "net/control_socket.hpp"
 #include "tools/command.hpp"
 
-namespace calserve::tools {
+namespace calserve::tools::cmd_ctl {
 namespace {
 namespace json = boost::json;
 
@@ -326,4 +326,4 @@ const bool registered = register_command("ctl", "send a command to a running dae
     return [o, subs] { return run_ctl(*subs, *o); };
 });
 }  // namespace
-}  // namespace calserve::tools
+}  // namespace calserve::tools::cmd_ctl

@@ -15,7 +15,7 @@
 #include "model/package/capacity.hpp"
 #include "tools/command.hpp"
 
-namespace calserve::tools {
+namespace calserve::tools::cmd_inspect {
 namespace {
 namespace dev = calserve::device;
 
@@ -219,4 +219,4 @@ const bool registered = register_command("inspect", "show what the device sees i
                                              return [o] { return run(*o); };
                                          });
 }  // namespace
-}  // namespace calserve::tools
+}  // namespace calserve::tools::cmd_inspect

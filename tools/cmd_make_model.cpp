@@ -10,7 +10,7 @@
 #include "tools/command.hpp"
 #include "tools/data_paths.hpp"
 
-namespace calserve::tools {
+namespace calserve::tools::cmd_make_model {
 namespace {
 struct options {
     std::string preset;
@@ -81,4 +81,4 @@ const bool registered = register_command("make-model", "write a synthetic Qwen3 
     };
 });
 }  // namespace
-}  // namespace calserve::tools
+}  // namespace calserve::tools::cmd_make_model

@@ -8,7 +8,7 @@
 #include "tools/command.hpp"
 #include "tools/data_paths.hpp"
 
-namespace calserve::tools {
+namespace calserve::tools::cmd_pack {
 namespace {
 namespace pkg = calserve::model::package;
 
@@ -76,4 +76,4 @@ const bool registered = register_command("pack", "write a synthetic calbin packa
     return [o] { return run_pack(*o); };
 });
 }  // namespace
-}  // namespace calserve::tools
+}  // namespace calserve::tools::cmd_pack

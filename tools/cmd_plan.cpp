@@ -12,7 +12,7 @@
 #include "model/package/capacity.hpp"
 #include "tools/command.hpp"
 
-namespace calserve::tools {
+namespace calserve::tools::cmd_plan {
 namespace {
 namespace pkg = calserve::model::package;
 namespace json = boost::json;
@@ -213,4 +213,4 @@ const bool registered = register_command("plan", "per-chip capacity plan of a pa
     return [o] { return run_plan(*o); };
 });
 }  // namespace
-}  // namespace calserve::tools
+}  // namespace calserve::tools::cmd_plan

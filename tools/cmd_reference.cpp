@@ -13,7 +13,7 @@
 #include "tools/command.hpp"
 #include "tools/data_paths.hpp"
 
-namespace calserve::tools {
+namespace calserve::tools::cmd_reference {
 namespace {
 namespace json = boost::json;
 
@@ -158,4 +158,4 @@ const bool registered = register_command("reference", "greedy reference corpus f
     return [o] { return run(*o); };
 });
 }  // namespace
-}  // namespace calserve::tools
+}  // namespace calserve::tools::cmd_reference

@@ -8,7 +8,7 @@
 #include "soak/soak.hpp"
 #include "tools/command.hpp"
 
-namespace calserve::tools {
+namespace calserve::tools::cmd_replay {
 namespace {
 int run_replay_cli(const std::string& path) {
     auto trace = io::read_trace(path);
@@ -44,4 +44,4 @@ const bool registered = register_command("replay", "replay a trace and compare i
     return [path] { return run_replay_cli(*path); };
 });
 }  // namespace
-}  // namespace calserve::tools
+}  // namespace calserve::tools::cmd_replay

@@ -10,7 +10,7 @@
 #include "model/cpu/transformer.hpp"
 #include "tools/command.hpp"
 
-namespace calserve::tools {
+namespace calserve::tools::cmd_runner {
 namespace {
 struct options {
     std::string mode;
@@ -106,4 +106,4 @@ const bool registered = register_command(
         return [o] { return run(*o); };
     });
 }  // namespace
-}  // namespace calserve::tools
+}  // namespace calserve::tools::cmd_runner

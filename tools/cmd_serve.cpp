@@ -25,7 +25,7 @@
 #include "tools/data_paths.hpp"
 #include "tools/serve_daemon.hpp"
 
-namespace calserve::tools {
+namespace calserve::tools::cmd_serve {
 namespace {
 
 // Exit code of a daemon whose device went dead with device.dead_exit set.
@@ -183,4 +183,4 @@ const bool registered = register_command("serve", "run the OpenAI-compatible str
 });
 
 }  // namespace
-}  // namespace calserve::tools
+}  // namespace calserve::tools::cmd_serve

@@ -21,7 +21,7 @@
 #include "tools/command.hpp"
 #include "tools/data_paths.hpp"
 
-namespace calserve::tools {
+namespace calserve::tools::cmd_soak {
 namespace {
 struct soak_cli {
     std::uint64_t seed = 1;
@@ -239,4 +239,4 @@ const bool registered = register_command(
         return [c] { return run_soak_cli(*c); };
     });
 }  // namespace
-}  // namespace calserve::tools
+}  // namespace calserve::tools::cmd_soak

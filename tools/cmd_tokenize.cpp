@@ -16,7 +16,7 @@
 #include "tools/command.hpp"
 #include "tools/data_paths.hpp"
 
-namespace calserve::tools {
+namespace calserve::tools::cmd_tokenize {
 namespace {
 
 namespace json = boost::json;
@@ -101,4 +101,4 @@ const bool registered_detokenize = register_command(
     "detokenize", "stdin JSON arrays of token ids (one per line) -> stdout JSON strings", make_setup(false));
 
 }  // namespace
-}  // namespace calserve::tools
+}  // namespace calserve::tools::cmd_tokenize

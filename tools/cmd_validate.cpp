@@ -8,7 +8,7 @@
 #include "model/package/validate.hpp"
 #include "tools/command.hpp"
 
-namespace calserve::tools {
+namespace calserve::tools::cmd_validate {
 namespace {
 namespace pkg = calserve::model::package;
 
@@ -65,4 +65,4 @@ const bool registered = register_command("validate", "validate a calbin package 
     return [o] { return run_validate(*o); };
 });
 }  // namespace
-}  // namespace calserve::tools
+}  // namespace calserve::tools::cmd_validate

@@ -5,7 +5,7 @@
 
 #include "tools/command.hpp"
 
-namespace calserve::tools {
+namespace calserve::tools::cmd_version {
 namespace {
 const bool registered = register_command("version", "print version and build info", [](CLI::App&) {
     return [] {
@@ -17,4 +17,4 @@ const bool registered = register_command("version", "print version and build inf
     };
 });
 }  // namespace
-}  // namespace calserve::tools
+}  // namespace calserve::tools::cmd_version
