@@ -114,9 +114,9 @@ TEST_CASE("ctl: a request whose device jobs always fail gets job_retries_exhaust
     auto sock = socket_path("poison");
     const std::string preset = "tiny-dense-1chip";
     // Paced (10 ms a step) so the four streams are still decoding when the poison arrives.
-    daemon_process d({"--package", test_package_dir(preset).string(), "--served-model-name", "m", "--set",
-                      "log.level=warn", "--set", "device.sim.step_ms=10", "--set", "runtime.max_job_retries=2",
-                      "--control-socket", sock.string()});
+    auto args = serve_args(preset, {"device.sim.step_ms=10", "runtime.max_job_retries=2"});
+    args.insert(args.end(), {"--control-socket", sock.string()});
+    daemon_process d(args);
     REQUIRE(d.started());
     const auto model_dir = package_model_dir(test_package_dir(preset));
     constexpr int k_others = 4, n = 64;
