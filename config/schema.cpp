@@ -82,6 +82,7 @@ constexpr key_spec k_schema[] = {
     {"device.sim.cost_experts", string, "routed", 0, 0, "routed|all", "MoE weights a step reads and computes: routed = the experts its tokens are routed to (expected 1 - (1 - k/E)^T); all = every expert, as a dense model of the same bytes (capacity-planning what-if)"},
     {"device.sim.cost_package", string, "", 0, 0, "", "package directory whose figures (parameters, KV, shape) drive the latency model instead of the served package's; empty = the served package"},
     {"device.sim.kv_block_tokens", integer, "256", 1, 1048576, "", "KV allocation granularity of the simulator, tokens"},
+    {"models.grave_period_ms", integer, "10000", 0, 3600000, "", "how long a shut-down generation's engine (retired, or a failed candidate) is kept before it is destroyed, so that no device event of it is still pending: virtual time on a recordable daemon (docs/generations.md)"},
     {"models.*.chips", string, "", 0, 0, "", "board chips of model NAME, e.g. \"1\" or \"0,1\"; absent = first fit (docs/generations.md)"},
 };
 }  // namespace

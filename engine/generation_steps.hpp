@@ -1,9 +1,9 @@
 #pragma once
-// The steps of a generation load, shared by the two hosts of generations: the
-// model router (threaded daemon: a worker thread runs them in a row) and the
-// generation_host (recordable daemon, replay: a step machine on a deterministic
-// runtime runs them between requests). Pure functions of their inputs, so both
-// modes refuse, place and judge a package the same way and word it the same.
+// The pure parts of a generation load's steps, for the generation_controller's step
+// machine (generation_controller.hpp), whichever driver runs it: refusals, gates A-F,
+// placement beside what is resident, the warm-up and golden requests and the
+// verdict. Pure functions of their inputs, so every host refuses, places and judges
+// a package the same way and words it the same.
 #include <chrono>
 #include <filesystem>
 #include <string>

@@ -1,8 +1,8 @@
 // model_router: start-up (a valid state file's mapping over the command line's models,
-// the whole board planned before any device work), housekeeping (drained generations
-// retired, shut-down engines buried) and the alias lookups (model_router.hpp).
-// Loads, switches and rollbacks are in model_router_generations.cpp, the state file
-// in model_router_state.cpp, routing in model_router_engine.cpp.
+// the whole board planned before any device work), the hooks it gives the
+// generation_controller and its worker driver's housekeeping (model_router.hpp).
+// Loads, switches and rollbacks are the controller's (generation_controller.hpp), the
+// state file is in model_router_state.cpp, routing in model_router_engine.cpp.
 #include "engine/model_router.hpp"
 #include "engine/model_router_internal.hpp"
 #include "engine/generation_steps.hpp"
@@ -23,22 +23,6 @@ namespace fs = std::filesystem;
 namespace pkg = model::package;
 using steps::board_chips;
 using steps::limits_of;
-
-// A shut-down engine lives this long before it is destroyed (device events still pending).
-constexpr auto k_grave_period = std::chrono::seconds(2);
-
-std::string_view to_string(generation_state s) {
-    switch (s) {
-        case generation_state::loading: return "loading";
-        case generation_state::warming: return "warming";
-        case generation_state::checking: return "checking";
-        case generation_state::serving: return "serving";
-        case generation_state::draining: return "draining";
-        case generation_state::retired: return "retired";
-        case generation_state::failed: return "failed";
-    }
-    return "?";
-}
 
 namespace {
 
@@ -85,9 +69,37 @@ result<std::unique_ptr<model_router>> model_router::create(runtime& rt, const co
     r->options_ = std::move(options);
     r->faults_ = std::make_shared<device::fault_registry>(std::uint64_t(cfg.integer("device.sim.seed")));
     declare_engine_consumers(*r->faults_);
+    generation_hooks hooks;
+    hooks.configure = [p = r.get()](const generation_record& g) { return p->configure(g); };
+    // Idle: no routed request holds its engine (route hands it out by shared_ptr) and none is in flight.
+    hooks.drained = [](const generation_record& g) {
+        return !g.engine || (g.engine.use_count() == 1 && g.engine->in_flight() == 0);
+    };
+    hooks.in_flight = [](const generation_record& g) { return g.engine ? g.engine->in_flight() : 0; };
+    hooks.mapping_changed = [p = r.get()](const alias_list& aliases) { p->persist(aliases); };
+    generation_options go;
+    go.step_timeout = r->options_.step_timeout;
+    go.drain_timeout = r->options_.drain_timeout;
+    go.grave_period = grave_period_of(cfg);
+    go.restore_attempts = k_restore_attempts;
+    go.restore_backoff = k_restore_backoff;
+    go.metrics = metrics;
+    r->driver_ = std::make_shared<worker_driver>();
+    r->controller_ = std::make_unique<generation_controller>(cfg, r->driver_, std::move(hooks), go);
     if (auto s = r->start(std::move(models)); !s) return s.error();
-    r->housekeeper_ = std::thread([p = r.get()] { p->housekeeping(); });
+    r->driver_->start([p = r.get()] { p->housekeeping(); });
     return r;
+}
+
+result<std::shared_ptr<serving_engine>> model_router::configure(const generation_record& g) {
+    engine_setup setup;
+    (g.cpu ? setup.model_dir : setup.package_dir) = g.dir;
+    setup.model_name = g.alias;
+    setup.metrics = metrics_;
+    setup.faults = faults_;
+    auto e = serving_engine::create(*rt_, *cfg_, setup);
+    if (!e) return e.error();
+    return std::shared_ptr<serving_engine>(std::move(*e));
 }
 
 void_result model_router::start(std::vector<model_spec> models) {
@@ -108,117 +120,62 @@ void_result model_router::start(std::vector<model_spec> models) {
         return make_error(status::out_of_device_memory, "the models do not fit on the board:\n" + placed.plan);
     std::size_t next_placed = 0;
     for (const auto& m : models) {
-        auto a = std::make_unique<alias>();
-        a->name = m.alias;
-        a->chips = m.chips;
-        auto g = std::make_shared<generation>();
+        auto g = std::make_shared<generation_record>();
         g->alias = m.alias;
         g->dir = m.dir;
         g->cpu = m.cpu;
+        std::uint64_t next_number = 1;
+        std::shared_ptr<generation_record> prev;
         if (auto s = saved.find(m.alias); s != saved.end()) {
             g->number = s->second.current.number;
-            a->next_number = std::max(s->second.next_number, g->number + 1);
+            next_number = std::max(s->second.next_number, g->number + 1);
             if (s->second.previous) {
-                auto prev = std::make_shared<generation>();
+                prev = std::make_shared<generation_record>(generation_state::retired);
                 prev->alias = m.alias;
                 prev->number = s->second.previous->number;
                 prev->dir = s->second.previous->dir;
-                prev->state = generation_state::retired;
                 prev->reason = "restored from the state file, not resident";
-                a->previous = prev;
-                a->generations.push_back(prev);
             }
         } else {
-            g->number = a->next_number++;
+            g->number = next_number++;
         }
         if (!m.cpu) {
             g->chips = placed.models[next_placed].chips;
             g->bytes = placed.models[next_placed].bytes;
             ++next_placed;
         }
-        auto up = bring_up(g, false);
-        if (!up) return make_error(up.code(), "model '" + m.alias + "': " + up.error().message);
-        g->state = generation_state::serving;
-        a->current = g;
-        a->generations.push_back(g);
-        if (metrics_) metrics_->model_generation.labels({m.alias}).set(double(g->number));
+        if (auto up = controller_->serve_first(g, m.chips, next_number, prev); !up)
+            return make_error(up.code(), "model '" + m.alias + "': " + up.error().message);
         spdlog::info("models: '{}' generation {} serving from {} on chip(s) {}", m.alias, g->number, m.dir.string(),
                      [&] { std::string c; for (auto x : g->chips) c += (c.empty() ? "" : ",") + std::to_string(x); return c.empty() ? std::string("-") : c; }());
-        aliases_.push_back(std::move(a));
     }
-    if (aliases_.empty()) return make_error(status::invalid_argument, "no model to serve");
-    card_ = aliases_.front()->current->engine->card();
+    if (models.empty()) return make_error(status::invalid_argument, "no model to serve");
+    card_ = controller_->read([](const alias_list& aliases) { return aliases.front()->current->engine->card(); });
     return {};
 }
 
 model_router::~model_router() {
-    stopping_.store(true);
-    wake_.notify_all();
-    if (worker_.joinable()) worker_.join();
-    if (housekeeper_.joinable()) housekeeper_.join();
+    // A load still running fails (its candidate is shut down) on the driver's thread, which then ends.
+    driver_->stop([c = controller_.get()] { c->abandon("the daemon is stopping"); });
 }
 
 // --- housekeeping ----------------------------------------------------------------
 
-void model_router::retire(generation& g) {
-    g.state = generation_state::retired;
-    g.drain_ms = std::chrono::duration<double, std::milli>(clock_type::now() - g.drain_since).count();
-    spdlog::info("models: '{}' generation {} drained in {:.0f} ms{}", g.alias, g.number, g.drain_ms,
-                 g.keep ? " (kept resident)" : "");
-    if (g.keep) return;
-    g.engine->shutdown();
-    auto grave = std::make_shared<generation>(g);
-    grave->grave_since = clock_type::now();
-    graveyard_.push_back(std::move(grave));
-    g.engine = nullptr;
-    g.bytes.clear();
-}
-
+// The worker driver's tick: drains, step deadlines and the graveyard, then each alias' requests in flight.
 void model_router::housekeeping() {
-    std::unique_lock lock(mutex_);
-    while (!stopping_.load()) {
-        wake_.wait_for(lock, k_housekeeping_period);
-        const auto now = clock_type::now();
-        for (auto& a : aliases_) {
-            std::int64_t in_flight = 0;
-            for (auto& g : a->generations) {
-                if (!g->engine) continue;
-                in_flight += g->engine->in_flight();
-                if (g->state != generation_state::draining) continue;
-                const bool idle = g->engine.use_count() == 1 && g->engine->in_flight() == 0;
-                if (idle || now - g->drain_since > options_.drain_timeout) {
-                    if (!idle) g->reason = "drain timed out with requests in flight";
-                    retire(*g);
-                    wake_.notify_all();
-                }
-            }
-            if (metrics_) metrics_->model_in_flight.labels({a->name}).set(double(in_flight));
+    controller_->housekeeping();
+    if (!metrics_) return;
+    auto counts = controller_->read([](const alias_list& aliases) {
+        std::vector<std::pair<std::string, std::int64_t>> out;
+        for (const auto& a : aliases) {
+            std::int64_t n = 0;
+            for (const auto& g : a->generations)
+                if (g->engine) n += g->engine->in_flight();
+            out.emplace_back(a->name, n);
         }
-        std::erase_if(graveyard_, [&](const std::shared_ptr<generation>& g) { return now - g->grave_since > k_grave_period; });
-    }
-}
-
-std::vector<std::uint64_t> model_router::resident_bytes_locked(const generation* except) const {
-    std::vector<std::uint64_t> out(board_chips(*cfg_), 0);
-    for (const auto& a : aliases_)
-        for (const auto& g : a->generations) {
-            if (g.get() == except || !g->engine) continue;
-            for (std::size_t i = 0; i < g->chips.size() && i < g->bytes.size(); ++i)
-                if (g->chips[i] < out.size()) out[g->chips[i]] += g->bytes[i];
-        }
-    return out;
-}
-
-model_router::alias* model_router::find_alias_locked(std::string_view name) {
-    for (auto& a : aliases_)
-        if (a->name == name) return a.get();
-    return nullptr;
-}
-
-const model_router::alias* model_router::find_alias_locked(std::string_view name) const {
-    for (const auto& a : aliases_)
-        if (a->name == name) return a.get();
-    return nullptr;
+        return out;
+    });
+    for (const auto& [name, n] : counts) metrics_->model_in_flight.labels({name}).set(double(n));
 }
 
 }  // namespace calserve::actors

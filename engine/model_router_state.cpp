@@ -76,10 +76,11 @@ result<std::vector<saved_alias>> read_state(const fs::path& file) {
     return out;
 }
 
-void model_router::persist_locked() {
+// Under the controller's lock (its mapping_changed hook), so writes keep the order of the changes.
+void model_router::persist(const alias_list& aliases) const {
     if (options_.state_file.empty()) return;
     json::array mapping;
-    for (const auto& a : aliases_) {
+    for (const auto& a : aliases) {
         if (!a->current) continue;
         json::object o{{"name", a->name},
                        {"current", generation_json({a->current->number, a->current->dir.string()})},
