@@ -114,15 +114,18 @@ result<std::uint64_t> generation_controller::load(const load_request& request) {
 
 result<std::uint64_t> generation_controller::rollback(const std::string& name) {
     std::shared_ptr<generation_record> prev;
+    bool instant = false;  // resident: the alias points back without the load steps
     {
         std::lock_guard lock(mutex_);
         auto* a = find_locked(name);
         if (!a) return make_error(status::not_found, "model rollback: no alias '" + name + "'");
         if (!a->previous) return make_error(status::not_found, "model rollback: '" + name + "' has no previous generation");
         prev = a->previous;
+        instant = prev->engine &&
+                  (prev->state() == generation_state::retired || prev->state() == generation_state::draining);
+        if (instant) prev->switch_ms = 0;
     }
-    if (prev->engine && (prev->state() == generation_state::retired || prev->state() == generation_state::draining)) {
-        prev->switch_ms = 0;
+    if (instant) {
         switch_to(prev, true);  // instant: the generation it leaves stays resident too
         return prev->number;
     }

@@ -20,7 +20,6 @@
 //! replay's); those take the controller's mutex briefly. Nothing persists.
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
