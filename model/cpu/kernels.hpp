@@ -107,18 +107,29 @@ void linear_panels(thread_pool& pool, const panel_matrix& w, const float* x, std
                    float* y, std::int64_t ldy);
 
 // Q8_0 (kernels_q8.cpp). Activations quantised per 32-block: int8 values and an
-// FP32 scale per block, vector v's blocks at [v * blocks, (v + 1) * blocks).
+// FP32 scale per block, vector v's blocks at [v * blocks, (v + 1) * blocks). For the
+// VNNI form also, per block, 8 int32 lanes of -128 x (sum of 4 consecutive values)
+// (`corr`), and the scales per pair of blocks as 16 lanes [d_even x 8, d_odd x 8]
+// (`d_pairs`, vector v's (blocks + 1) / 2 pairs at v * that).
 struct q8_vectors {
     std::int64_t blocks = 0;
     std::vector<std::int8_t> q;
     std::vector<float> d;
+    std::vector<std::int32_t> corr;
+    std::vector<float> d_pairs;
 };
 // n a multiple of 32.
 void quantize_vectors_q8(const float* x, std::int64_t nvec, std::int64_t ldx, std::int64_t n, q8_vectors& out);
 // Y[v * ldy + r - r0] = Q8_0 row r . vector v (int8 products, per-block scales), v < nvec.
-// Row-exact: a vector's result does not depend on nvec.
+// Row-exact: a vector's result does not depend on nvec. With AVX512_VNNI, `vpdpbusd`
+// micro-kernels of several rows x several vectors (register-blocked as the BF16
+// kernels); otherwise an AVX2 form giving the same bits.
 void dot_rows_q8(const tensor_view& w, std::int64_t r0, std::int64_t r1, const q8_vectors& xq, std::int64_t nvec,
                  float* y, std::int64_t ldy);
+// Whether dot_rows_q8 runs its VNNI form (AVX512_VNNI present and allowed); tests force
+// the AVX2 form to compare the two bit for bit, benchmarks time both.
+bool q8_dot_vnni();
+void allow_q8_dot_vnni(bool allowed);
 
 float dot_f32(const float* a, const float* b, std::int64_t n);
 // Sum of n floats with four independent accumulators (a pure read stream; the benchmarks' bandwidth probe).

@@ -30,6 +30,7 @@
 #include "model/cpu/kernels.hpp"
 #include "model/weights/synthetic_model.hpp"
 #include "model/cpu/transformer.hpp"
+#include "tests/bench/bench_limits.hpp"
 
 namespace {
 using namespace calserve;
@@ -87,45 +88,26 @@ model::transformer& shared_q8_model() {
     return *m;
 }
 
-// Process CPU seconds (all threads). On a shared machine wall time includes the
-// time other processes hold the cores; dividing bytes by CPU time / threads gives
-// the rate while our threads actually ran, for the bandwidth and decode alike.
-double process_cpu_seconds() {
-    timespec ts{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+// Weights every token multiplies in the layers (dense Qwen3): q, k, v, o, gate, up, down.
+std::int64_t linear_params(const model::transformer& m) {
+    const auto& c = m.config();
+    const std::int64_t qd = c.num_attention_heads * c.head_dim, kvd = c.num_key_value_heads * c.head_dim;
+    return c.num_hidden_layers * (c.hidden_size * (qd + 2 * kvd) + qd * c.hidden_size + 3 * c.hidden_size * c.intermediate_size);
 }
 
-struct bandwidth {
-    double wall = 0;  // bytes per wall second
-    double cpu = 0;   // bytes per (CPU second / threads)
-};
-
-// Read bandwidth of k_threads threads streaming a buffer far larger than the caches (best of 5).
-const bandwidth& measured_read_bandwidth() {
-    static const bandwidth bw = [] {
-        const std::int64_t n = (768ll << 20) / 4;
-        std::vector<float> buf(static_cast<std::size_t>(n), 1.0f);
-        model::thread_pool pool(k_threads);
-        bandwidth best;
-        volatile float sink = 0;
-        for (int rep = 0; rep < 5; ++rep) {
-            const double c0 = process_cpu_seconds();
-            auto t0 = std::chrono::steady_clock::now();
-            std::vector<float> part(64, 0.0f);
-            pool.parallel_for(n, 1 << 16, n, [&](std::int64_t b, std::int64_t e) {
-                part[static_cast<std::size_t>(b / (n / 32 + 1))] += model::sum_f32(buf.data() + b, e - b);
-            });
-            std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-            const double cpu = (process_cpu_seconds() - c0) / k_threads;
-            sink = sink + part[0];
-            best.wall = std::max(best.wall, static_cast<double>(n) * 4.0 / dt.count());
-            best.cpu = std::max(best.cpu, static_cast<double>(n) * 4.0 / cpu);
-        }
-        return best;
-    }();
-    return bw;
+// Operations (a multiply-add = 2) of one token at position pos: the layers' linear
+// maps, attention over pos + 1 keys (scores and the weighted sum), and the LM head
+// when the token's logits are computed.
+double token_ops(const model::transformer& m, std::int64_t pos, bool lm_head) {
+    const auto& c = m.config();
+    const double attn = 4.0 * static_cast<double>(c.num_hidden_layers * c.num_attention_heads * c.head_dim * (pos + 1));
+    const double head = lm_head ? 2.0 * static_cast<double>(c.vocab_size * c.hidden_size) : 0.0;
+    return 2.0 * static_cast<double>(linear_params(m)) + attn + head;
 }
+
+using bench::process_cpu_seconds;
+
+const bench::read_bandwidth& measured_read_bandwidth() { return bench::measured_read_bandwidth(k_threads); }
 
 void BM_memory_read_bandwidth(benchmark::State& state) {
     for (auto _ : state) benchmark::DoNotOptimize(measured_read_bandwidth());
@@ -133,6 +115,23 @@ void BM_memory_read_bandwidth(benchmark::State& state) {
     state.counters["cpu_GB/s"] = measured_read_bandwidth().cpu / 1e9;
 }
 BENCHMARK(BM_memory_read_bandwidth)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// The dot-product peak (operations per second, all k_threads cores) that bounds m's
+// linear layers: int8 products for Q8_0, BF16 pair products in the bf16 mode, FP32
+// FMAs otherwise; the AVX2 forms' where the AVX-512 instruction is missing.
+double peak_for(const model::transformer& m) {
+    const auto& p = bench::measured_peaks();
+    double per_core = 0;
+    const auto& c = m.config();
+    const double weights = static_cast<double>(linear_params(m) + c.vocab_size * c.hidden_size * (c.tie_word_embeddings ? 1 : 2));
+    if (static_cast<double>(m.shape().weight_bytes) / weights < 1.5)
+        per_core = p.dpbusd > 0 ? p.dpbusd : p.maddubs_avx2;  // Q8_0: ~1.06 bytes per weight
+    else if (m.arithmetic_mode() == model::arithmetic::bf16)
+        per_core = p.dpbf16 > 0 ? p.dpbf16 : p.fma_avx512 > 0 ? p.fma_avx512 : p.fma_avx2;
+    else
+        per_core = p.fma_avx512 > 0 ? p.fma_avx512 : p.fma_avx2;
+    return per_core * k_threads;
+}
 
 // Weight bytes each decoded token must stream: every matrix once, the LM head
 // in full (tied: the embedding table), the embedding lookup only one row.
@@ -154,7 +153,8 @@ void decode_bench(benchmark::State& state, model::transformer& m) {
         seqs.push_back(100 + b);
         toks.push_back(static_cast<model::token_id>(1000 + b));
     }
-    const bandwidth& bw = measured_read_bandwidth();
+    const bench::read_bandwidth& bw = measured_read_bandwidth();
+    const double step_ops = token_ops(m, 4, true) * static_cast<double>(batch);
     const double c0 = process_cpu_seconds();
     auto t0 = std::chrono::steady_clock::now();
     for (auto _ : state) {
@@ -171,6 +171,10 @@ void decode_bench(benchmark::State& state, model::transformer& m) {
     state.counters["roofline_wall"] = steps / wall.count() / (bw.wall / bytes_per_token(m));
     state.counters["roofline_cpu"] = steps / cpu / (bw.cpu / bytes_per_token(m));
     state.counters["cpu_steps/s"] = steps / cpu;
+    // Achieved operations per second against the dot-product peak of both cores.
+    state.counters["GOP/s_cpu"] = steps * step_ops / cpu / 1e9;
+    state.counters["peak_wall"] = steps * step_ops / wall.count() / peak_for(m);
+    state.counters["peak_cpu"] = steps * step_ops / cpu / peak_for(m);
 }
 void BM_decode_qwen3_0_6b_bf16(benchmark::State& state) { decode_bench(state, shared_model()); }
 BENCHMARK(BM_decode_qwen3_0_6b_bf16)->Arg(1)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
@@ -192,12 +196,22 @@ void prefill_bench(benchmark::State& state, model::transformer& m) {
     std::vector<model::token_id> prompt(static_cast<std::size_t>(state.range(0)));
     for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<model::token_id>((i * 7919) % 151936);
     std::vector<float> logits(static_cast<std::size_t>(m.shape().vocab_size));
+    double ops = 0;  // the LM head (one row) left out
+    for (std::int64_t p = 0; p < state.range(0); ++p) ops += token_ops(m, p, false);
+    const double c0 = process_cpu_seconds();
+    auto t0 = std::chrono::steady_clock::now();
     for (auto _ : state) {
         if (!m.prefill(1, prompt, logits)) state.SkipWithError("prefill failed");
         m.free_sequence(1);
     }
+    std::chrono::duration<double> wall = std::chrono::steady_clock::now() - t0;
+    const double cpu = (process_cpu_seconds() - c0) / k_threads;
+    const auto runs = static_cast<double>(state.iterations());
     state.counters["tokens"] =
         benchmark::Counter(static_cast<double>(state.iterations() * state.range(0)), benchmark::Counter::kIsRate);
+    state.counters["GOP/s_cpu"] = runs * ops / cpu / 1e9;
+    state.counters["peak_wall"] = runs * ops / wall.count() / peak_for(m);
+    state.counters["peak_cpu"] = runs * ops / cpu / peak_for(m);
 }
 void BM_prefill_qwen3_0_6b_bf16(benchmark::State& state) { prefill_bench(state, shared_model()); }
 BENCHMARK(BM_prefill_qwen3_0_6b_bf16)->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -194,6 +194,40 @@ TEST_CASE("gguf: Q8_0 int8 kernel matches the dequantised dot product, row-exact
     }
 }
 
+// The VNNI form (two blocks per register, several rows x vectors per micro-kernel) and
+// the AVX2 form give the same bits: odd and even block counts, row counts that leave
+// a remainder after the row blocks, vector counts that split into uneven groups.
+TEST_CASE("gguf: Q8_0 kernel's VNNI form gives the AVX2 form's bits", "[gguf][kernels]") {
+    if (!model::q8_dot_vnni()) {
+        WARN("no AVX512_VNNI on this CPU: only the AVX2 form runs");
+        return;
+    }
+    std::mt19937 gen(11);
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    for (std::int64_t cols : {32, 96, 1024, 3072 + 32}) {
+        const std::int64_t rows = 53;
+        std::vector<float> wf(static_cast<std::size_t>(rows * cols));
+        for (auto& v : wf) v = d(gen);
+        std::vector<std::byte> wq(static_cast<std::size_t>(rows * cols / 32 * 34));
+        model::quantize_q8_0(wf.data(), rows * cols, wq.data());
+        const model::tensor_view w{model::dtype::q8_0, rows, cols, cols, wq.data()};
+        for (std::int64_t nvec : {1, 2, 3, 4, 5, 7, 16, 33}) {
+            std::vector<float> x(static_cast<std::size_t>(nvec * cols));
+            for (auto& v : x) v = 3.0f * d(gen);
+            x[0] = 0.0f;  // a zero and a tiny block scale
+            model::q8_vectors xq;
+            model::quantize_vectors_q8(x.data(), nvec, cols, cols, xq);
+            std::vector<float> vnni(static_cast<std::size_t>(nvec * rows)), avx2(vnni.size());
+            model::dot_rows_q8(w, 0, rows, xq, nvec, vnni.data(), rows);
+            model::allow_q8_dot_vnni(false);
+            model::dot_rows_q8(w, 0, rows, xq, nvec, avx2.data(), rows);
+            model::allow_q8_dot_vnni(true);
+            INFO("cols " << cols << " nvec " << nvec);
+            CHECK(std::memcmp(vnni.data(), avx2.data(), vnni.size() * sizeof(float)) == 0);
+        }
+    }
+}
+
 TEST_CASE("gguf: F32 and BF16 files serve the directory's greedy tokens with identical logits", "[gguf][transformer]") {
     for (bool moe : {false, true}) {
         for (std::string dtype : {"f32", "bf16"}) {

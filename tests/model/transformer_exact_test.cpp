@@ -3,12 +3,14 @@
 // logits of one token-at-a-time decoding exactly (memcmp), across KV page
 // boundaries (64 positions), for dense and MoE, F32 and BF16, TP1 and TP2, in both
 // arithmetic modes (fp32, and bf16 with its vdpbf16ps kernels and their emulation), and
-// with the S8 V-cache (per-position scales) as with BF16 V.
+// with the S8 V-cache (per-position scales) as with BF16 V, and for Q8_0 GGUF weights
+// (int8 kernels, VNNI and AVX2 forms).
 // This is what lets a preempted sequence be re-prefilled without changing its stream.
 #include <catch2/catch.hpp>
 
 #include <cstring>
 
+#include "model/weights/gguf_model.hpp"
 #include "tests/model/transformer_fixture.hpp"
 
 using namespace calserve;
@@ -36,11 +38,19 @@ std::vector<float> decoded_logits(model::transformer& m, model::seq_id seq, cons
     return out;
 }
 
-void check_splits(const exact_case& c) {
-    INFO("moe " << c.moe << " dtype " << c.dtype << " tp " << c.tp << " arithmetic " << model::to_string(c.arith)
+// `gguf` non-empty: the model converted to a GGUF of that dtype ("q8_0") first.
+void check_splits(const exact_case& c, const std::string& gguf = "") {
+    INFO("moe " << c.moe << " dtype " << c.dtype << " gguf " << gguf << " tp " << c.tp << " arithmetic " << model::to_string(c.arith)
                 << " V cache " << model::to_string(c.v_cache));
-    auto dir = test::write_small_model("exact-" + std::string(c.moe ? "moe-" : "dense-") + c.dtype,
+    auto dir = test::write_small_model("exact-" + std::string(c.moe ? "moe-" : "dense-") + c.dtype +
+                                           (gguf.empty() ? "" : "-gguf-" + gguf),
                                        test::small_config(c.moe), c.dtype);
+    if (!gguf.empty()) {
+        const auto file = dir / ("model-" + gguf + ".gguf");
+        auto r = model::write_gguf_from_hf(dir, file, gguf);
+        REQUIRE(r.ok());
+        dir = file;
+    }
     auto m = test::load_model(dir, c.tp, 2, c.arith, c.v_cache);
     const auto v = static_cast<std::size_t>(m->shape().vocab_size);
     const auto toks = test::random_tokens(k_tokens, m->shape().vocab_size, 17);
@@ -109,6 +119,18 @@ TEST_CASE("S8 V-cache: prefill, resumed prefill and decode give every row the sa
     check_splits({true, "bf16", 1, model::arithmetic::fp32, s8});
     check_splits({false, "bf16", 2, model::arithmetic::fp32, s8});
     check_splits({true, "bf16", 2, model::arithmetic::bf16, s8});
+}
+
+TEST_CASE("Q8_0: prefill, resumed prefill and decode give every row the same bits", "[transformer][exact][q8]") {
+    const auto fp32 = model::arithmetic::fp32, bf16 = model::arithmetic::bf16;
+    const auto v = model::v_cache_dtype::bf16;
+    check_splits({false, "f32", 1, fp32, v}, "q8_0");
+    check_splits({true, "f32", 1, bf16, v}, "q8_0");
+    check_splits({false, "f32", 2, bf16, v}, "q8_0");
+    if (!model::q8_dot_vnni()) return;
+    model::allow_q8_dot_vnni(false);  // the AVX2 form too
+    check_splits({false, "f32", 1, bf16, v}, "q8_0");
+    model::allow_q8_dot_vnni(true);
 }
 
 TEST_CASE("S8 V-cache differs from BF16 V and stays close to it", "[transformer][s8v]") {
