@@ -27,7 +27,7 @@ using stored::hsum;
 constexpr std::int64_t k_step = 32;  // BF16 elements per vdpbf16ps
 // Activations of one token tile are re-read by every row block: keep them in L2.
 constexpr std::int64_t k_vector_tile_bytes = 256 << 10;
-constexpr int k_max_group = 6;                   // vectors per micro-kernel
+constexpr int k_max_group = 8;                   // vectors per micro-kernel
 constexpr std::int64_t k_prefetch_bytes = 4096;  // weight stream lead, as the FP32 kernel's
 // Rows whose weights every vector group of a tile re-reads from L1/L2; a multiple of
 // every rows_for value, so only the range's last block has a remainder.
@@ -37,7 +37,11 @@ constexpr std::int64_t k_row_block = 24;
 // the rows' weight registers stay within the 32 zmm registers. One vector (decode)
 // reads one row at a time: a single sequential stream per thread ran B1 decode at
 // 0.77-0.80 of the roofline against 0.68-0.77 with eight rows interleaved.
-constexpr int rows_for(int g) { return g == 1 ? 1 : g == 2 ? 4 : g <= 4 ? 6 : 4; }
+// A batch-8 decode runs as one group of 8 (3 rows: 24 accumulators): the rows stream
+// from memory while 8 vectors' products run, where two groups of 4 left the first
+// group's loads stalled and the second's arithmetic after them (the streaming group
+// took 62% of the step's CPU samples, the cached one 11%).
+constexpr int rows_for(int g) { return g == 1 ? 1 : g == 2 ? 4 : g <= 4 ? 6 : g <= 6 ? 4 : 3; }
 
 std::atomic<bool> g_native_allowed{true};
 
@@ -65,16 +69,20 @@ CALSERVE_BF16DP_ISA inline float hsum16(__m512 v) {
 // tile): prefetch ahead. Keep the loop free of masks and of a tail step after it:
 // with either, GCC stored all R x G accumulators to the stack at every step (the
 // kernel then ran at a third of the instruction's rate).
+// `ahead`: prefetch distance in bytes; a block of R contiguous rows prefetches the same
+// offsets of the next block's rows, so the lead covers the whole block (with a fixed
+// 4 KB lead six interleaved 2 KB rows prefetched mostly lines already being read, and
+// the streaming group of a batch-8 decode ran at a fraction of the bandwidth).
 template <int R, int G, bool Stream>
 CALSERVE_BF16DP_ISA void block_native(const std::byte* const* w, const std::uint16_t* x, std::int64_t ldx,
-                                      std::int64_t n, float* y, std::int64_t ldy) {
+                                      std::int64_t n, float* y, std::int64_t ldy, std::int64_t ahead) {
     __m512 acc[R][G];
     for (int r = 0; r < R; ++r)
         for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
     for (std::int64_t k = 0; k < n; k += k_step) {
         __m512i wv[R];
         for (int r = 0; r < R; ++r) {
-            if constexpr (Stream) _mm_prefetch(reinterpret_cast<const char*>(w[r] + k * 2 + k_prefetch_bytes), _MM_HINT_T0);
+            if constexpr (Stream) _mm_prefetch(reinterpret_cast<const char*>(w[r] + k * 2 + ahead), _MM_HINT_T0);
             wv[r] = _mm512_loadu_si512(w[r] + k * 2);
         }
         for (int g = 0; g < G; ++g) {
@@ -149,8 +157,9 @@ void group_native(const tensor_view& w, std::int64_t r0, std::int64_t r1, const 
             std::memcpy(pad.data() + i * ldx, rows[i], static_cast<std::size_t>(w.cols) * 2);
             rows[i] = reinterpret_cast<const std::byte*>(pad.data() + i * ldx);
         }
-        if (stream) block_native<n, G, true>(rows, x, ldx, ldx, y + (r - r0), ldy);
-        else block_native<n, G, false>(rows, x, ldx, ldx, y + (r - r0), ldy);
+        const std::int64_t ahead = std::max<std::int64_t>(k_prefetch_bytes, n * w.row_stride * 2);
+        if (stream) block_native<n, G, true>(rows, x, ldx, ldx, y + (r - r0), ldy, ahead);
+        else block_native<n, G, false>(rows, x, ldx, ldx, y + (r - r0), ldy, ahead);
     };
     std::int64_t r = r0;
     for (; r + R <= r1; r += R) block(std::integral_constant<int, R>{}, r);
@@ -159,7 +168,7 @@ void group_native(const tensor_view& w, std::int64_t r0, std::int64_t r1, const 
 
 // Vectors in tiles that stay in L2; within a tile, rows in blocks whose weights stay
 // in L1 while every vector group of the tile passes over them (the first group
-// streams them in). Groups are balanced (8 = 4 + 4, 16 = 6 + 5 + 5).
+// streams them in). Groups are balanced (12 = 6 + 6, 16 = 8 + 8).
 void rows_native(const tensor_view& w, std::int64_t r0, std::int64_t r1, const bf16_vectors& x, std::int64_t nvec,
                  float* y, std::int64_t ldy) {
     const std::int64_t tile = std::max<std::int64_t>(k_max_group, k_vector_tile_bytes / (x.ld * 2));
@@ -179,7 +188,9 @@ void rows_native(const tensor_view& w, std::int64_t r0, std::int64_t r1, const b
                     case 3: group_native<3>(w, b0, b1, xv, x.ld, stream, yv, ldy); break;
                     case 4: group_native<4>(w, b0, b1, xv, x.ld, stream, yv, ldy); break;
                     case 5: group_native<5>(w, b0, b1, xv, x.ld, stream, yv, ldy); break;
-                    default: group_native<6>(w, b0, b1, xv, x.ld, stream, yv, ldy); break;
+                    case 6: group_native<6>(w, b0, b1, xv, x.ld, stream, yv, ldy); break;
+                    case 7: group_native<7>(w, b0, b1, xv, x.ld, stream, yv, ldy); break;
+                    default: group_native<8>(w, b0, b1, xv, x.ld, stream, yv, ldy); break;
                 }
                 v += count;
             }

@@ -143,9 +143,10 @@ CALSERVE_VNNI_ISA inline __m512i pair_weights(const std::byte* blk) {
 }
 
 // R rows (pointers w[0..R)) x G vectors starting at vector v0; nb blocks per row.
+// `ahead`: prefetch lead in bytes, at least the R rows' span (the next block's rows).
 template <int R, int G, bool Stream>
 CALSERVE_VNNI_ISA void block_vnni(const std::byte* const* w, const q8_vectors& xq, std::int64_t v0, float* y,
-                                  std::int64_t ldy) {
+                                  std::int64_t ldy, std::int64_t ahead) {
     const std::int64_t nb = xq.blocks, np = nb / 2;
     __m512 acc[R][G];
     for (int r = 0; r < R; ++r)
@@ -155,7 +156,7 @@ CALSERVE_VNNI_ISA void block_vnni(const std::byte* const* w, const q8_vectors& x
         __m512 dw[R];
         for (int r = 0; r < R; ++r) {
             const std::byte* blk = w[r] + 2 * j * k_block_bytes;
-            if constexpr (Stream) _mm_prefetch(reinterpret_cast<const char*>(blk + k_prefetch_bytes), _MM_HINT_T0);
+            if constexpr (Stream) _mm_prefetch(reinterpret_cast<const char*>(blk + ahead), _MM_HINT_T0);
             wv[r] = pair_weights(blk);
             dw[r] = pair_scales(blk);
         }
@@ -200,8 +201,9 @@ void group_vnni(const tensor_view& w, std::int64_t r0, std::int64_t r1, const q8
     auto block = [&](auto rows_const, std::int64_t r) {
         constexpr int n = decltype(rows_const)::value;
         for (int i = 0; i < n; ++i) rows[i] = w.row(r + i);
-        if (stream) block_vnni<n, G, true>(rows, xq, v0, y + (r - r0), ldy);
-        else block_vnni<n, G, false>(rows, xq, v0, y + (r - r0), ldy);
+        const std::int64_t ahead = std::max<std::int64_t>(k_prefetch_bytes, n * (w.row(1) - w.row(0)));
+        if (stream) block_vnni<n, G, true>(rows, xq, v0, y + (r - r0), ldy, ahead);
+        else block_vnni<n, G, false>(rows, xq, v0, y + (r - r0), ldy, ahead);
     };
     std::int64_t r = r0;
     for (; r + R <= r1; r += R) block(std::integral_constant<int, R>{}, r);

@@ -192,6 +192,19 @@ BENCHMARK(BM_decode_qwen3_0_6b_bf16_avx2)->Arg(1)->Arg(4)->Unit(benchmark::kMill
 void BM_decode_qwen3_0_6b_q8_0(benchmark::State& state) { decode_bench(state, shared_q8_model()); }
 BENCHMARK(BM_decode_qwen3_0_6b_q8_0)->Arg(1)->Arg(4)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
 
+// Q8_0 decode with the int8 kernel's VNNI form (arg 1 = 1) against its AVX2 form (0), alternating.
+void BM_decode_q8_forms(benchmark::State& state) {
+    model::allow_q8_dot_vnni(state.range(1) == 1);
+    state.SetLabel(model::q8_dot_vnni() ? "vnni" : "avx2");
+    decode_bench(state, shared_q8_model());
+    model::allow_q8_dot_vnni(true);
+}
+BENCHMARK(BM_decode_q8_forms)
+    ->Args({1, 0})->Args({1, 1})->Args({8, 0})->Args({8, 1})->Args({16, 0})->Args({16, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0)
+    ->UseRealTime();
+
 void prefill_bench(benchmark::State& state, model::transformer& m) {
     std::vector<model::token_id> prompt(static_cast<std::size_t>(state.range(0)));
     for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<model::token_id>((i * 7919) % 151936);
@@ -230,6 +243,19 @@ BENCHMARK(BM_prefill_modes)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// Q8_0 prefill, the VNNI form (arg 1 = 1) against the AVX2 form (0), one prefill each, alternating.
+void BM_prefill_q8_forms(benchmark::State& state) {
+    model::allow_q8_dot_vnni(state.range(1) == 1);
+    state.SetLabel(model::q8_dot_vnni() ? "vnni" : "avx2");
+    prefill_bench(state, shared_q8_model());
+    model::allow_q8_dot_vnni(true);
+}
+BENCHMARK(BM_prefill_q8_forms)
+    ->Args({256, 0})->Args({256, 1})->Args({1024, 0})->Args({1024, 1})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 void BM_decode_modes(benchmark::State& state) {
     decode_bench(state, model_in_mode(state.range(1)));
     state.SetLabel(model::to_string(model_in_mode(state.range(1)).arithmetic_mode()));
@@ -261,6 +287,32 @@ void BM_linear_modes(benchmark::State& state) {
     state.SetLabel(model::to_string(arith));
 }
 BENCHMARK(BM_linear_modes)
+    ->Args({1, 0})->Args({1, 1})->Args({8, 0})->Args({8, 1})->Args({128, 0})->Args({128, 1})
+    ->Unit(benchmark::kMillisecond);
+
+// The same matrix as Q8_0 (int8 kernel), t tokens, the VNNI form (arg 1 = 1) against the
+// AVX2 form (0), alternating; one thread: GOP/s by thread CPU time (same bits, kernels.hpp).
+void BM_linear_q8(benchmark::State& state) {
+    const std::int64_t t = state.range(0), rows = 3072, cols = 1024;
+    std::vector<float> wf(static_cast<std::size_t>(rows * cols));
+    for (std::size_t i = 0; i < wf.size(); ++i) wf[i] = static_cast<float>(i % 97) / 97.0f - 0.5f;
+    std::vector<std::byte> wq(static_cast<std::size_t>(rows * cols / 32 * 34));
+    model::quantize_q8_0(wf.data(), rows * cols, wq.data());
+    const model::tensor_view view{model::dtype::q8_0, rows, cols, cols, wq.data()};
+    model::simd_vector<float> x(static_cast<std::size_t>(t * cols), 0.25f), y(static_cast<std::size_t>(t * rows));
+    model::thread_pool pool(1);
+    model::allow_q8_dot_vnni(state.range(1) == 1);
+    for (auto _ : state) {
+        model::linear(pool, view, x.data(), t, cols, y.data(), rows, model::linear_mode::row_exact);
+        benchmark::DoNotOptimize(y.data());
+    }
+    state.SetLabel(model::q8_dot_vnni() ? "vnni" : "avx2");
+    model::allow_q8_dot_vnni(true);
+    state.counters["GOP/s"] = benchmark::Counter(2.0 * static_cast<double>(rows * cols * t) * 1e-9 *
+                                                 static_cast<double>(state.iterations()),
+                                                 benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_linear_q8)
     ->Args({1, 0})->Args({1, 1})->Args({8, 0})->Args({8, 1})->Args({128, 0})->Args({128, 1})
     ->Unit(benchmark::kMillisecond);
 
