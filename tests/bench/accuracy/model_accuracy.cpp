@@ -1,7 +1,12 @@
 // calserve_model_accuracy: both arithmetic modes of the CPU transformer against a
 // float64 evaluation of the same weights (issue 28; docs/decisions.md uses its table).
 //
-//   calserve_model_accuracy <model dir> [generated tokens = 256] [prompt tokens = 32] [seed = 1]
+//   calserve_model_accuracy <model dir> [generated tokens = 256] [prompt tokens = 32] [seed = 1] [gguf file]
+//
+// With a GGUF file of the same checkpoint (e.g. its Q8_0 from `calserve make-model
+// --format gguf` or write_gguf_from_hf), that file is measured too, against the same
+// float64 reference of the directory's weights (so its rows include the weight
+// quantisation), in both arithmetic modes and, for Q8_0 on a VNNI CPU, both int8 forms.
 //
 // The float64 model here is written independently of model/cpu (only the weight
 // reader is shared): every product, sum, norm, softmax and the KV cache in double;
@@ -21,6 +26,7 @@
 #include <vector>
 
 #include "model/core/thread_pool.hpp"
+#include "model/cpu/kernels.hpp"
 #include "model/cpu/transformer.hpp"
 #include "model/weights/hf_config.hpp"
 #include "model/weights/stored_rows.hpp"
@@ -225,7 +231,7 @@ mode_result measure(const std::filesystem::path& dir, model::arithmetic arith, c
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: %s <model dir> [generated tokens] [prompt tokens] [seed]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s <model dir> [generated tokens] [prompt tokens] [seed] [gguf file]\n", argv[0]);
         return 2;
     }
     const std::filesystem::path dir = argv[1];
@@ -262,9 +268,27 @@ int main(int argc, char** argv) {
                     margin / static_cast<double>(n_gen), spread / static_cast<double>(n_gen));
         std::printf("| mode | top-1 agreement | max abs logit error | mean KL | max KL | free-running greedy leaves the "
                     "reference at |\n| --- | --- | --- | --- | --- | --- |\n");
-        for (auto arith : {model::arithmetic::fp32, model::arithmetic::bf16}) {
-            const auto r = measure(dir, arith, prompt, gen, ref_logits);
-            std::printf("| %s | %lld / %zu | %.3g | %.3g | %.3g | %s |\n", model::to_string(arith),
+        struct run {
+            std::filesystem::path path;
+            model::arithmetic arith;
+            bool vnni;
+            std::string label;
+        };
+        std::vector<run> runs;
+        for (auto arith : {model::arithmetic::fp32, model::arithmetic::bf16})
+            runs.push_back({dir, arith, true, model::to_string(arith)});
+        if (argc > 5)
+            for (auto arith : {model::arithmetic::fp32, model::arithmetic::bf16})
+                for (bool vnni : {true, false})
+                    if (vnni || model::q8_dot_vnni())
+                        runs.push_back({argv[5], arith, vnni,
+                                        std::string("gguf, ") + model::to_string(arith) +
+                                            (model::q8_dot_vnni() || !vnni ? (vnni ? ", int8 VNNI" : ", int8 AVX2") : "")});
+        for (const run& x : runs) {
+            model::allow_q8_dot_vnni(x.vnni);
+            const auto r = measure(x.path, x.arith, prompt, gen, ref_logits);
+            model::allow_q8_dot_vnni(true);
+            std::printf("| %s | %lld / %zu | %.3g | %.3g | %.3g | %s |\n", x.label.c_str(),
                         static_cast<long long>(r.agree), n_gen, r.max_err, r.kl_sum / static_cast<double>(n_gen),
                         r.kl_max,
                         r.free_divergence < 0 ? "never" : ("token " + std::to_string(r.free_divergence)).c_str());
