@@ -8,9 +8,19 @@
 //
 // The two arithmetic modes (kernels.hpp, `arithmetic`) side by side, interleaved in
 // registration order so that one run's noise falls on both: prefill at 256, 1,024 and
-// 4,096 tokens and decode at batch 1, 4 and 8, fp32 then bf16 (`BM_*_modes`, second
+// 4,096 tokens and decode at batch 1, 4, 8 and 16, fp32 then bf16 (`BM_*_modes`, second
 // argument 0 = fp32, 1 = bf16); quote their ratios. `BM_attention_v_cache`: one layer's
 // attention with BF16 V against the S8 V-cache, decode and a 64-row chunk.
+//
+// The machine's limits (bench_limits.hpp, BM_machine_limits: the dot-product
+// instructions' peaks per core; BM_memory_read_bandwidth) and every decode and prefill
+// figure as a fraction of the limit that bounds it: `roofline_*` = weight bytes per
+// second / read bandwidth, `peak_*` = operations per second (multiply-add = 2: the
+// layers' linear maps, attention, the LM head for rows whose logits are computed) /
+// (the instruction's peak per core x 2 cores), by wall time and by CPU time / threads
+// (the rate while our threads ran: on a shared machine the wall figure is the lower).
+// The Q8_0 int8 kernel's VNNI form against its AVX2 form (same bits): BM_linear_q8,
+// BM_decode_q8_forms, BM_prefill_q8_forms.
 //
 // The 0.6b-shape checkpoint (~1.2 GB) is generated once into
 // $CALSERVE_BENCH_MODEL_DIR (default /tmp/calserve-bench/qwen3-0.6b-shape-bf16),
@@ -261,7 +271,7 @@ void BM_decode_modes(benchmark::State& state) {
     state.SetLabel(model::to_string(model_in_mode(state.range(1)).arithmetic_mode()));
 }
 BENCHMARK(BM_decode_modes)
-    ->Args({1, 0})->Args({1, 1})->Args({4, 0})->Args({4, 1})->Args({8, 0})->Args({8, 1})
+    ->Args({1, 0})->Args({1, 1})->Args({4, 0})->Args({4, 1})->Args({8, 0})->Args({8, 1})->Args({16, 0})->Args({16, 1})
     ->Unit(benchmark::kMillisecond)
     ->MinTime(3.0)
     ->UseRealTime();
