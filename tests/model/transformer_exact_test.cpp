@@ -42,9 +42,9 @@ std::vector<float> decoded_logits(model::transformer& m, model::seq_id seq, cons
 void check_splits(const exact_case& c, const std::string& gguf = "") {
     INFO("moe " << c.moe << " dtype " << c.dtype << " gguf " << gguf << " tp " << c.tp << " arithmetic " << model::to_string(c.arith)
                 << " V cache " << model::to_string(c.v_cache));
-    auto dir = test::write_small_model("exact-" + std::string(c.moe ? "moe-" : "dense-") + c.dtype +
-                                           (gguf.empty() ? "" : "-gguf-" + gguf),
-                                       test::small_config(c.moe), c.dtype);
+    std::string tag = "exact-" + std::string(c.moe ? "moe-" : "dense-") + c.dtype;
+    if (!gguf.empty()) tag.append("-gguf-").append(gguf);
+    auto dir = test::write_small_model(tag, test::small_config(c.moe), c.dtype);
     if (!gguf.empty()) {
         const auto file = dir / ("model-" + gguf + ".gguf");
         auto r = model::write_gguf_from_hf(dir, file, gguf);
