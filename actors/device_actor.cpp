@@ -5,25 +5,22 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/chip_session_actor.hpp"
+#include "actors/job_codec.hpp"
 #include "actors/kv_manager_actor.hpp"
 #include "actors/schedule_policy.hpp"
-#include "device/sampling_head.hpp"
 #include "metrics/metrics.hpp"
 #include "model/core/thread_pool.hpp"
-#include "model/sampling/sampling.hpp"
 
 namespace calserve::actors {
 
 namespace {
-constexpr std::array<token_id, 8> k_golden_prompt{9707, 11, 1879, 0, 576, 374, 264, 1273};
-
-std::span<const std::byte> as_bytes(const std::vector<std::int32_t>& v) { return std::as_bytes(std::span(v)); }
+constexpr std::array<std::int32_t, 8> k_golden_prompt{9707, 11, 1879, 0, 576, 374, 264, 1273};
 }  // namespace
 
 device_actor::device_actor(runtime& rt, std::shared_ptr<device::device> dev, device_actor_options options,
                            metrics::calserve_metrics* metrics)
     : actor(rt, "device"), dev_(std::move(dev)), options_(std::move(options)), metrics_(metrics),
-      lifecycle_(k_device_health_table, device_health::unconfigured, "device"), jitter_(options_.jitter_seed) {
+      jitter_(options_.jitter_seed) {
     if (options_.check_threads > 1) check_pool_ = std::make_unique<model::thread_pool>(options_.check_threads);
     for (const auto& p : options_.decode_profiles) {
         profile_batches_.push_back(p.batch);
@@ -35,21 +32,6 @@ device_actor::device_actor(runtime& rt, std::shared_ptr<device::device> dev, dev
 
 device_actor::~device_actor() = default;
 
-// The host's NaN/Inf check of a job's live rows, rows shared among the pool's threads;
-// the error names the first bad logit, whatever the split.
-void_result check_logits_rows(std::span<const std::byte> logits, std::size_t rows, model::thread_pool* pool) {
-    if (!pool || rows <= 1) return device::check_logits_bf16(logits);
-    const std::size_t row_bytes = logits.size() / rows;
-    std::vector<void_result> found(rows);
-    pool->parallel_for(std::int64_t(rows), 1, std::int64_t(logits.size()), [&](std::int64_t b, std::int64_t e) {
-        for (auto r = std::size_t(b); r < std::size_t(e); ++r) found[r] = device::check_logits_bf16(logits.subspan(r * row_bytes, row_bytes));
-    });
-    for (std::size_t r = 0; r < rows; ++r)
-        if (!found[r])  // rebase the index onto the whole output
-            return device::check_logits_bf16(logits.first((r + 1) * row_bytes));
-    return {};
-}
-
 void device_actor::wire(address<chip_session_actor> session, address<kv_manager_actor> kv) {
     session_ = std::move(session);
     kv_ = std::move(kv);
@@ -59,30 +41,38 @@ void device_actor::on_message(device_actor_message& msg) {
     std::visit([this](auto& m) { on(m); }, msg);
 }
 
-bool device_actor::move_to(device_health next, std::string note) {
-    bool log = next != device_health::busy && next != device_health::ready;
-    if (lifecycle_.state() == device_health::warmup || lifecycle_.state() == device_health::resetting) log = true;
-    const auto from = lifecycle_.state();
-    if (!lifecycle_.transition_to(next, log)) return false;
-    if (journal_ && log) journal_->record_device(rt().now().count(), to_string(from), to_string(next), std::move(note));
-    state_.store(next);
-    if (metrics_) metrics_->set_device_state(next);
+// Checked against the table; an illegal move is reported and not applied (lifecycle.hpp).
+bool device_actor::move_to(device_actor_state next, std::string note) {
+    const auto from = health_of(state_), to = health_of(next);
+    bool log = to != device_health::busy && to != device_health::ready;
+    if (from == device_health::warmup || from == device_health::resetting) log = true;
+    if (!is_legal(k_device_health_table, from, to)) {
+        report_illegal_transition("device", to_string(from), to_string(to));
+        return false;
+    }
+    if (log) log_transition("device", to_string(from), to_string(to));
+    if (journal_ && log) journal_->record_device(rt().now().count(), to_string(from), to_string(to), std::move(note));
+    state_ = std::move(next);
+    published_.store(to);
+    if (metrics_) metrics_->set_device_state(to);
     return true;
 }
 
-const decode_profile* device_actor::profile_for(std::int64_t rows) const {
-    const auto i = pick_profile(profile_batches_, rows);
-    return i ? &options_.decode_profiles[*i] : nullptr;
+std::optional<recovery> device_actor::recovering() const {
+    if (const auto* w = std::get_if<da_state::warmup>(&state_)) return w->recovering;
+    if (const auto* f = std::get_if<da_state::faulted>(&state_)) return f->recovering;
+    if (const auto* r = std::get_if<da_state::resetting>(&state_)) return r->recovering;
+    return std::nullopt;
 }
 
 const std::string& device_actor::submodel_of(const job_ptr& job) const {
     if (job->prefill) return options_.prefill_submodel;
-    const auto* p = profile_for(job->profile);
-    return p ? p->submodel : options_.decode_profiles.back().submodel;
+    const auto i = pick_profile(profile_batches_, job->profile);
+    return i ? options_.decode_profiles[*i].submodel : options_.decode_profiles.back().submodel;
 }
 
 void device_actor::on(da_start&) {
-    move_to(device_health::configuring);
+    move_to(da_state::configuring{});
     auto state = dev_->status().state;
     bool configured = state == device::device_state::configured || state == device::device_state::ready;
     if (!configured) {  // the engine normally hands over a configured device (parameters loaded at start-up)
@@ -90,12 +80,12 @@ void device_actor::on(da_start&) {
         sync_fault_metrics();
         if (!r) {
             spdlog::error("device configure failed: {}", r.error().what());
-            move_to(device_health::dead);
+            move_to(da_state::dead{});
             (void)session_.tell(cs_device_dead{}, id());
             return;
         }
     }
-    move_to(device_health::warmup);
+    move_to(da_state::warmup{});
     start_golden();
 }
 
@@ -107,28 +97,19 @@ void device_actor::start_golden() {
 
 void device_actor::golden_failed(const error_info& e) { (void)enqueue(da_golden_done{generation_, e}, id()); }
 
-// The golden prefill; a retryable refusal (submit_busy) is retried with the jobs'
-// backoff, as any job's is: a busy queue is not a failed reset.
+// The golden prefill, encoded as any prefill is; a retryable refusal (submit_busy) is
+// retried with the jobs' backoff: a busy queue is not a failed reset.
 void device_actor::submit_golden(int attempt) {
-    (void)dev_->kv_free(k_golden_sequence);
-    std::vector<std::int32_t> tokens(k_golden_prompt.begin(), k_golden_prompt.end());
-    std::vector<std::int32_t> positions(tokens.size());
-    for (std::size_t i = 0; i < positions.size(); ++i) positions[i] = std::int32_t(i);
-    const auto& sm = options_.prefill_submodel;
-    auto s = device::slot::ping;
-    void_result r = dev_->kv_allocate(k_golden_sequence, std::int64_t(tokens.size()));
-    if (r) r = dev_->kv_apply(k_golden_sequence, std::int64_t(tokens.size()), options_.kv_apply_timeout);
-    if (r) r = dev_->slice(sm, s, std::int64_t(tokens.size()));
-    if (r) r = dev_->write_input(sm, s, "token", as_bytes(tokens));
-    if (r) r = dev_->write_input(sm, s, "position", as_bytes(positions));
-    if (r) r = dev_->write_csr(sm, s, device::k_csr_cur_seq_len, std::uint32_t(tokens.size()));
-    if (r) r = dev_->write_csr(sm, s, device::k_csr_past_kv_len, 0);
-    if (!r) return golden_failed(r.error());
-    auto job = dev_->infer(sm, s, k_golden_sequence);
-    if (!job && fault_class_of(job.error().code) == fault_class::retryable && attempt < options_.retry_limit) {
+    const auto count = std::int64_t(k_golden_prompt.size());
+    const auto span = plan_prefill(count, 0, 0, 0);
+    if (auto r = apply_prefill_kv(*dev_, k_golden_sequence, span, count, options_.kv_apply_timeout); !r)
+        return golden_failed(r.error());
+    auto job = submit_input(*dev_, options_.prefill_submodel, device::slot::ping,
+                            encode_prefill(k_golden_prompt, span.past, span.count), k_golden_sequence);
+    if (!job && retries_golden(fault_class_of(job.error().code), attempt, options_.retry_limit)) {
         sync_fault_metrics();
         const auto gen = generation_;
-        start_timer(options_.retry_base * (1 << attempt),
+        start_timer(retry_delay(options_.retry_base, attempt),
                     [this, gen, attempt] { (void)enqueue(da_golden_retry{gen, attempt + 1}, id()); });
         return;
     }
@@ -142,42 +123,41 @@ void device_actor::submit_golden(int attempt) {
 }
 
 void device_actor::on(da_golden_retry& m) {
-    if (m.generation == generation_ && lifecycle_.is(device_health::warmup)) submit_golden(m.attempt);
+    if (m.generation == generation_ && in<da_state::warmup>()) submit_golden(m.attempt);
+}
+
+// The golden prefill's logits: finite, and those of the first warm-up.
+void_result device_actor::golden_check(const result<device::job_result>& outcome) {
+    if (!outcome) return outcome.error();
+    auto out = dev_->output(options_.prefill_submodel, device::slot::ping, "logits");
+    if (!out) return out.error();
+    if (auto nan = check_logits_rows(*out, 1, nullptr); !nan) return nan;
+    golden_scratch_.resize(out->size() / 2);
+    std::memcpy(golden_scratch_.data(), out->data(), golden_scratch_.size() * 2);
+    if (golden_logits_.empty()) golden_logits_ = golden_scratch_;
+    else if (golden_scratch_ != golden_logits_)
+        return make_error(status::logits_nan, "golden check: logits differ from the first warm-up");
+    return {};
 }
 
 void device_actor::on(da_golden_done& m) {
-    if (m.generation != generation_ || !lifecycle_.is(device_health::warmup)) return;
-    void_result check = m.outcome ? void_result{} : void_result{m.outcome.error()};
-    if (check) {
-        auto out = dev_->output(options_.prefill_submodel, device::slot::ping, "logits");
-        if (!out) check = out.error();
-        else if (auto nan = device::check_logits_bf16(*out); !nan) check = nan;
-        else {
-            golden_scratch_.resize(out->size() / 2);
-            std::memcpy(golden_scratch_.data(), out->data(), golden_scratch_.size() * 2);
-            if (golden_logits_.empty()) golden_logits_ = golden_scratch_;
-            else if (golden_scratch_ != golden_logits_)
-                check = make_error(status::logits_nan, "golden check: logits differ from the first warm-up");
-        }
-    }
+    if (m.generation != generation_ || !in<da_state::warmup>()) return;
+    const auto check = golden_check(m.outcome);
     (void)dev_->kv_free(k_golden_sequence);
     if (!check) {
         spdlog::warn("device warm-up failed: {}", check.error().what());
-        ++failed_resets_;  // a recovery whose golden check fails counts as a failed reset
-        fault(check.error());
+        fault(check.error(), nullptr, true);  // a recovery whose golden check fails counts as a failed reset
         return;
     }
-    move_to(device_health::ready);
-    if (fault_at_.count() > 0) {
-        failed_resets_ = 0;
-        if (metrics_) metrics_->recovery_seconds.observe(std::chrono::duration<double>(rt().now() - fault_at_).count());
-        fault_at_ = {};
-    }
+    const auto rec = recovering();
+    move_to(da_state::ready{});
+    if (rec && metrics_)
+        metrics_->recovery_seconds.observe(std::chrono::duration<double>(rt().now() - rec->since).count());
     (void)session_.tell(cs_device_up{}, id());
 }
 
 void device_actor::on(da_execute& m) {
-    if (!lifecycle_.is(device_health::ready) && !lifecycle_.is(device_health::busy)) {
+    if (!in<da_state::ready>() && !in<da_state::busy>()) {
         // Faulted/resetting: the job is lost like any in flight; the ChipSession re-queues it.
         (void)session_.tell(cs_job_done{m.job, make_error(status::not_ready, "device not ready")}, id());
         return;
@@ -191,7 +171,8 @@ void device_actor::on(da_execute& m) {
         (void)session_.tell(cs_job_done{m.job, {}}, id());
         return;
     }
-    if (in_flight_++ == 0) move_to(device_health::busy);
+    if (auto* b = std::get_if<da_state::busy>(&state_)) ++b->in_flight;
+    else move_to(da_state::busy{});
     (void)session_.tell(cs_submitted{m.job}, id());
 }
 
@@ -206,41 +187,21 @@ void_result device_actor::fill_and_submit(const job_ptr& job) {
 // The documented batch-1 prefill: the sequence's tokens not yet on the device (all of them after a reset).
 void_result device_actor::fill_prefill(const job_ptr& job) {
     auto& seq = *job->rows.front();
-    const auto& sm = options_.prefill_submodel;
-    std::int64_t past = seq.device_len;
-    if (past > 0 && dev_->kv_length(seq.seq) != past) {
-        // Its KV was to come from the prefix cache, and the copy did not happen.
-        past = seq.device_len = 0;
-        seq.cached_tokens = 0;
-    }
-    std::int64_t count = std::int64_t(seq.tokens.size()) - past;
-    if (options_.prefill_chunk > 0 && count > options_.prefill_chunk) {
-        count = options_.prefill_chunk;
-        job->partial = true;  // the last token's logits come with a later chunk
-    }
-    job->counts[0] = count;
+    const auto device_kv = seq.device_len > 0 ? dev_->kv_length(seq.seq) : 0;
+    const auto span = plan_prefill(std::int64_t(seq.tokens.size()), seq.device_len, device_kv, options_.prefill_chunk);
+    if (span.copy_lost) seq.device_len = seq.cached_tokens = 0;  // its KV was to come from the prefix cache
+    job->partial = job->partial || span.partial;
+    job->counts[0] = span.count;
     job->profile = 1;
-    if (past == 0) {
-        (void)dev_->kv_free(seq.seq);  // stale KV from before a reset or preemption, if any
-        if (auto r = dev_->kv_allocate(seq.seq, seq.kv_tokens); !r) return r;
-    }
-    if (auto r = dev_->kv_apply(seq.seq, past + count, options_.kv_apply_timeout); !r) return r;
-    std::vector<std::int32_t> tokens(seq.tokens.begin() + past, seq.tokens.begin() + past + count);
-    std::vector<std::int32_t> positions(static_cast<std::size_t>(count));
-    for (std::int64_t i = 0; i < count; ++i) positions[std::size_t(i)] = std::int32_t(past + i);
+    if (auto r = apply_prefill_kv(*dev_, seq.seq, span, seq.kv_tokens, options_.kv_apply_timeout); !r) return r;
     job->t_fill = rt().now();
-    if (auto r = dev_->slice(sm, job->slot, count); !r) return r;
-    if (auto r = dev_->write_input(sm, job->slot, "token", as_bytes(tokens)); !r) return r;
-    if (auto r = dev_->write_input(sm, job->slot, "position", as_bytes(positions)); !r) return r;
-    if (auto r = dev_->write_csr(sm, job->slot, device::k_csr_cur_seq_len, std::uint32_t(count)); !r) return r;
-    if (auto r = dev_->write_csr(sm, job->slot, device::k_csr_past_kv_len, std::uint32_t(past)); !r) return r;
-    auto id_or = dev_->infer(sm, job->slot, seq.seq);
+    auto id_or = submit_input(*dev_, options_.prefill_submodel, job->slot,
+                              encode_prefill(seq.tokens, span.past, span.count), seq.seq);
     if (!id_or) return id_or.error();
     submit_wait(job, *id_or);
     return {};
 }
 
-// One decode step for every live row, padded to the smallest profile that holds them.
 // A chained row (job->chain_rows) continues from the chain source job still in flight:
 // the device holds its past (kv_length counts submitted tokens) and the head copies the
 // source row's draw in as its token.
@@ -250,30 +211,24 @@ void_result device_actor::fill_decode(const job_ptr& job) {
     if (!index) return make_error(status::invalid_argument, "no decode profile holds " + std::to_string(live) + " rows");
     const auto& profile = options_.decode_profiles[*index];
     job->profile = profile.batch;
-    const auto& sm = profile.submodel;
-    const auto batch = std::size_t(profile.batch);
-    std::vector<std::int32_t> tokens(batch, 0), positions(batch, 0);
-    std::vector<device::seq_id> rows(batch, device::k_padding_row);
     const bool head = profile_heads_[*index];
     if (!head) job->chain_rows.clear();
     job->chain_rows.resize(job->rows.size(), -1);
+    std::vector<std::int64_t> pasts(job->rows.size());
     for (std::size_t r = 0; r < job->rows.size(); ++r) {
-        auto& seq = *job->rows[r];
-        const bool chained = job->chain_rows[r] >= 0;
-        const std::int64_t past = chained ? dev_->kv_length(seq.seq) : seq.device_len;
-        if (auto a = dev_->kv_apply(seq.seq, past + 1, options_.kv_apply_timeout); !a) {
+        const auto& seq = *job->rows[r];
+        pasts[r] = job->chain_rows[r] >= 0 ? dev_->kv_length(seq.seq) : seq.device_len;
+        if (auto a = dev_->kv_apply(seq.seq, pasts[r] + 1, options_.kv_apply_timeout); !a) {
             job->failed_row = int(r);
             return a;
         }
-        tokens[r] = chained ? 0 : seq.tokens[std::size_t(past)];
-        positions[r] = std::int32_t(past);
-        rows[r] = seq.seq;
         job->counts[r] = 1;
     }
     job->head.assign(job->rows.size(), device::head_mode::logits);
     job->head_k = profile_head_k_[*index];
-    if (head) {
-        if (!fill_head(job)) {
+    if (head) {  // the chain source must be on the device in this generation
+        const auto& src = job->chain_from;
+        if (!assign_head_modes(*job, src && src->device_job != 0 && src->device_generation == generation_)) {
             job->unrun = true;
             job->chain_from = nullptr;
             return {};
@@ -281,21 +236,7 @@ void_result device_actor::fill_decode(const job_ptr& job) {
     }
     job->chain_from = nullptr;  // the device holds what it needs of it; do not keep its buffers alive
     job->t_fill = rt().now();
-    if (auto r = dev_->slice(sm, job->slot, 1); !r) return r;
-    if (auto r = dev_->write_input(sm, job->slot, "token", as_bytes(tokens)); !r) return r;
-    if (auto r = dev_->write_input(sm, job->slot, "position", as_bytes(positions)); !r) return r;
-    for (std::size_t r = 0; r < job->rows.size(); ++r) {
-        const auto row = std::int64_t(r);
-        if (auto w = dev_->write_csr_row(sm, job->slot, device::k_csr_cur_seq_len, row, 1); !w) return w;
-        if (auto w = dev_->write_csr_row(sm, job->slot, device::k_csr_past_kv_len, row, std::uint32_t(positions[r])); !w)
-            return w;
-    }
-    if (head) {
-        std::vector<device::head_row> params(batch);
-        head_params_of(*job, params);
-        if (auto r = dev_->write_input(sm, job->slot, device::k_head_params, std::as_bytes(std::span(params))); !r) return r;
-    }
-    auto id_or = dev_->infer_rows(sm, job->slot, rows);
+    auto id_or = submit_input(*dev_, profile.submodel, job->slot, encode_decode(*job, profile.batch, pasts, head), 0);
     if (!id_or) return id_or.error();
     if (metrics_) {
         metrics_->batch_size.observe(double(live));
@@ -304,34 +245,6 @@ void_result device_actor::fill_decode(const job_ptr& job) {
     }
     submit_wait(job, *id_or);
     return {};
-}
-
-// What the head returns for a row (docs/device.md "Sampling head"): the draw when the row
-// needs only its logits (no penalties, bias, logprobs or token mask); its top K and
-// log_z when they determine its token and logprobs exactly (model::top_k_determines:
-// logprobs rows, greedy or top-k <= K); else its logits.
-device::head_mode head_mode_of(const sequence_state& seq, std::int64_t head_k, std::int64_t vocab) {
-    if (seq.constraint) return device::head_mode::logits;
-    if (model::head_can_sample(seq.params)) return device::head_mode::sample;
-    if (head_k > 0 && model::top_k_determines(seq.params, std::size_t(head_k), std::size_t(vocab)))
-        return device::head_mode::top_k;
-    return device::head_mode::logits;
-}
-
-// Each row's head mode. A chained row must have been drawn in its source job, and
-// that job must be on the device in this generation; otherwise the job goes back unrun
-// (the host reads the source's token first and forms the step again).
-bool device_actor::fill_head(const job_ptr& job) {
-    const auto& src = job->chain_from;
-    const bool src_live = src && src->device_job != 0 && src->device_generation == generation_;
-    job->chain_from_id = src_live ? src->device_job : 0;
-    for (std::size_t r = 0; r < job->rows.size(); ++r) {
-        job->head[r] = head_mode_of(*job->rows[r], job->head_k, job->vocab);
-        const int c = job->chain_rows[r];
-        if (c < 0) continue;
-        if (!src_live || !job->drawn(r) || !src->drawn(std::size_t(c))) return false;
-    }
-    return true;
 }
 
 std::chrono::nanoseconds device_actor::wait_bound(device::job_id job) const {
@@ -359,11 +272,10 @@ void device_actor::fail_job(const job_ptr& job, const error_info& e, int attempt
         fault(e, job);
         return;
     }
-    bool retry = (cls == fault_class::retryable || cls == fault_class::capacity) && attempt < options_.retry_limit;
     sync_fault_metrics();
-    if (retry) {
-        auto delay = options_.retry_base * (1 << attempt);
-        start_timer(delay, [this, job, attempt] { (void)enqueue(da_execute{job, attempt + 1}, id()); });
+    if (retries_job(cls, attempt, options_.retry_limit)) {
+        start_timer(retry_delay(options_.retry_base, attempt),
+                    [this, job, attempt] { (void)enqueue(da_execute{job, attempt + 1}, id()); });
         return;
     }
     (void)session_.tell(cs_job_done{job, e}, id());
@@ -371,7 +283,7 @@ void device_actor::fail_job(const job_ptr& job, const error_info& e, int attempt
 
 void device_actor::on(da_completed& m) {
     if (m.generation != generation_) return;  // a job abandoned at a fault: never used
-    if (--in_flight_ == 0 && lifecycle_.is(device_health::busy)) move_to(device_health::ready);
+    if (auto* b = std::get_if<da_state::busy>(&state_); b && --b->in_flight == 0) move_to(da_state::ready{});
     if (!m.outcome) {
         fail_job(m.job, m.outcome.error(), options_.retry_limit);
         return;
@@ -392,25 +304,16 @@ void device_actor::sync_fault_metrics() {
     }
 }
 
+// D2H of what the job returns (job codec), each checked before it is released.
 void device_actor::finish_job(const job_ptr& job, const device::job_result& r) {
-    // D2H of what the job returns: the head's draws, then the logits of the rows the host
-    // samples (the simulator hands its buffer over), each checked before it is released.
-    const auto& sm = submodel_of(job);
-    if (job->any_drawn())
-        if (auto d = read_draws(job, sm); !d) return fault(d.error(), job);
-    if (job->rows_in(device::head_mode::top_k) > 0)
-        if (auto t = read_top_k(job, sm); !t) return fault(t.error(), job);
-    if (auto l = read_logits(job, sm); !l) return fault(l.error(), job);
+    if (auto out = read_outputs(*dev_, submodel_of(job), *job, check_pool_.get()); !out) return fault(out.error(), job);
     job->t_done = rt().now();
     job->device_compute_s = double(r.timing.compute_end_ns - r.timing.compute_start_ns) * 1e-9;
     if (metrics_) {
         metrics_->device_busy_seconds.inc(job->device_compute_s);
-        std::uint64_t bytes = 0;
-        for (std::size_t i = 0; i < job->rows.size(); ++i)
-            bytes += device::head_row_d2h_bytes(job->mode(i), job->head_k, job->vocab);
         metrics_->device_drawn_rows.inc(double(job->rows_in(device::head_mode::sample)));
         metrics_->device_topk_rows.inc(double(job->rows_in(device::head_mode::top_k)));
-        metrics_->d2h_bytes.inc(double(bytes));
+        metrics_->d2h_bytes.inc(double(d2h_bytes(*job)));
     }
     for (std::size_t i = 0; i < job->rows.size(); ++i) {
         auto& seq = *job->rows[i];
@@ -420,180 +323,66 @@ void device_actor::finish_job(const job_ptr& job, const device::job_result& r) {
     (void)session_.tell(cs_job_done{job, {}}, id());
 }
 
-void head_params_of(const job_context& job, std::span<device::head_row> out) {
-    for (std::size_t r = 0; r < job.rows.size() && r < out.size(); ++r) {
-        const auto& seq = *job.rows[r];
-        const bool drawn = job.drawn(r);
-        auto& h = out[r];
-        h = device::head_row{};
-        h.mode = std::uint32_t(job.mode(r));
-        h.temperature = seq.params.temperature;
-        h.top_p = seq.params.top_p;
-        h.top_k = seq.params.top_k;
-        h.min_p = seq.params.min_p;
-        if (r < job.chain_rows.size() && job.chain_rows[r] >= 0) {
-            h.chain_job = job.chain_from_id;  // its token and RNG state come from that job's draw
-            h.chain_row = job.chain_rows[r];
-        } else if (drawn) {
-            const auto& s = seq.rng.state();
-            std::copy(s.begin(), s.end(), h.rng);
-        }
-    }
-}
-
-void_result take_draws(job_context& job, std::span<const std::byte> tokens, std::span<const std::byte> states) {
-    const std::size_t rows = job.rows.size();
-    if (tokens.size() < rows * 4 || states.size() < rows * 32)
-        return make_error(status::internal, "sampling head output smaller than the job's live rows");
-    job.drawn_tokens.assign(rows, -1);
-    job.drawn_rng.resize(rows);
-    for (std::size_t r = 0; r < rows; ++r) {
-        if (!job.drawn(r)) continue;
-        std::int32_t t = -1;
-        std::memcpy(&t, tokens.data() + r * 4, 4);
-        if (t < 0 || t >= job.vocab)
-            return make_error(status::logits_nan, "sampling head drew no token for row " + std::to_string(r) +
-                                                      " (logits not finite)");
-        job.drawn_tokens[r] = t;
-        std::memcpy(job.drawn_rng[r].data(), states.data() + r * 32, 32);
-    }
-    return {};
-}
-
-void_result take_top_k(job_context& job, std::span<const std::byte> logits, std::span<const std::byte> ids,
-                       std::span<const std::byte> log_z) {
-    const std::size_t rows = job.rows.size(), k = std::size_t(job.head_k);
-    if (logits.size() < rows * k * 4 || ids.size() < rows * k * 4 || log_z.size() < rows * 8)
-        return make_error(status::internal, "sampling head top-k output smaller than the job's live rows");
-    job.topk_logits.resize(rows * k);
-    job.topk_ids.resize(rows * k);
-    job.topk_log_z.resize(rows);
-    std::memcpy(job.topk_logits.data(), logits.data(), rows * k * 4);
-    std::memcpy(job.topk_ids.data(), ids.data(), rows * k * 4);
-    std::memcpy(job.topk_log_z.data(), log_z.data(), rows * 8);
-    for (std::size_t r = 0; r < rows; ++r) {
-        if (job.mode(r) != device::head_mode::top_k) continue;
-        const std::int32_t best = k > 0 ? job.topk_ids[r * k] : -1;
-        if (best < 0 || best >= job.vocab || !std::isfinite(job.topk_log_z[r]) || !std::isfinite(job.topk_logits[r * k]))
-            return make_error(status::logits_nan, "sampling head returned no top k for row " + std::to_string(r) +
-                                                      " (logits not finite)");
-    }
-    return {};
-}
-
-// The sampling head's top K and log_z of every top-k row; a row it could not summarise
-// (NaN/Inf logits) is the device fault a bad logit is.
-void_result device_actor::read_top_k(const job_ptr& job, const std::string& sm) {
-    auto logits = dev_->output(sm, job->slot, device::k_head_topk_logits);
-    if (!logits) return logits.error();
-    auto ids = dev_->output(sm, job->slot, device::k_head_topk_ids);
-    if (!ids) return ids.error();
-    auto log_z = dev_->output(sm, job->slot, device::k_head_lse);
-    if (!log_z) return log_z.error();
-    return take_top_k(*job, *logits, *ids, *log_z);
-}
-
-// The sampling head's token and RNG state of every drawn row; a row the head could not
-// draw (NaN/Inf logits) is the device fault a bad logit is.
-void_result device_actor::read_draws(const job_ptr& job, const std::string& sm) {
-    auto tokens = dev_->output(sm, job->slot, device::k_head_sampled);
-    if (!tokens) return tokens.error();
-    auto states = dev_->output(sm, job->slot, device::k_head_rng);
-    if (!states) return states.error();
-    return take_draws(*job, *tokens, *states);
-}
-
-// The logits of the rows the host samples, NaN/Inf-checked; nothing when the head drew every row.
-void_result device_actor::read_logits(const job_ptr& job, const std::string& sm) {
-    const std::size_t rows = job->rows.size();
-    const std::size_t host_rows = job->rows_in(device::head_mode::logits);
-    if (host_rows == 0) return {};
-    if (auto r = dev_->read_output(sm, job->slot, "logits", job->logits); !r) return r;
-    const std::size_t row_bytes = std::size_t(job->vocab) * 2;
-    if (job->logits.size() < row_bytes * rows)
-        return make_error(status::internal, "logits output smaller than the job's live rows");
-    if (host_rows == rows)  // only live rows are checked: padding rows are never sampled
-        return check_logits_rows(std::span<const std::byte>(job->logits).first(row_bytes * rows), rows, check_pool_.get());
-    for (std::size_t r = 0; r < rows; ++r) {
-        if (job->mode(r) != device::head_mode::logits) continue;
-        if (auto nan = device::check_logits_bf16(std::span<const std::byte>(job->logits).subspan(r * row_bytes, row_bytes));
-            !nan)
-            return make_error(status::logits_nan, "row " + std::to_string(r) + ": " + nan.error().what());
-    }
-    return {};
-}
-
-void device_actor::fault(const error_info& e, const job_ptr& culprit) {
-    if (lifecycle_.is(device_health::dead)) return;
+void device_actor::fault(const error_info& e, const job_ptr& culprit, bool attempt_failed) {
+    if (in<da_state::dead>()) return;
     spdlog::warn("device fault: {}", e.what());
     sync_fault_metrics();
     ++generation_;
-    in_flight_ = 0;
-    if (fault_at_.count() == 0) fault_at_ = rt().now() + std::chrono::nanoseconds(1);
-    if (!lifecycle_.is(device_health::faulted)) move_to(device_health::faulted, e.what());
+    auto rec = recovering().value_or(recovery{rt().now(), 0});
+    if (attempt_failed) ++rec.failed_resets;
+    if (!in<da_state::faulted>()) move_to(da_state::faulted{rec}, e.what());
     (void)session_.tell(cs_device_down{culprit}, id());
-    move_to(device_health::resetting);
+    move_to(da_state::resetting{rec});
     schedule_reset_step();
 }
 
-// The first attempt of a recovery runs at once; later ones back off (header).
+// The first attempt of a recovery runs at once; later ones back off (recovery_policy.hpp).
 void device_actor::schedule_reset_step() {
     auto gen = generation_;
-    if (failed_resets_ == 0 || failed_resets_ > options_.reset_limit) {  // first attempt, or declaring dead
+    const int failed = recovering().value_or(recovery{}).failed_resets;
+    if (next_reset(failed, options_.reset_limit) != reset_next::attempt_after_backoff) {  // first, or giving up
         (void)enqueue(da_reset_step{gen}, id());
         return;
     }
-    start_timer(reset_backoff(), [this, gen] { (void)enqueue(da_reset_step{gen}, id()); });
-}
-
-std::chrono::nanoseconds device_actor::reset_backoff() {
-    using std::chrono::nanoseconds;
-    if (options_.reset_backoff.count() <= 0 || failed_resets_ <= 0) return nanoseconds{0};
-    const int doublings = std::min(failed_resets_ - 1, 20);  // 2^20 x the base is past any sane cap
-    auto full = std::min(options_.reset_backoff * (std::int64_t{1} << doublings), options_.reset_backoff_max);
-    if (full.count() <= 1) return full;
-    std::uniform_int_distribution<std::int64_t> half(full.count() / 2, full.count());
-    return nanoseconds{half(jitter_)};
+    const auto ceiling = reset_backoff_ceiling({options_.reset_backoff, options_.reset_backoff_max}, failed);
+    start_timer(equal_jitter(ceiling, jitter_), [this, gen] { (void)enqueue(da_reset_step{gen}, id()); });
 }
 
 void device_actor::on(da_reset& m) {
-    if (lifecycle_.is(device_health::dead)) {
+    if (in<da_state::dead>()) {
         // An operator's reset after the cause was cleared: a fresh recovery.
         spdlog::warn("device: reset requested while dead ({}): trying again", m.reason);
-        failed_resets_ = 0;
         ++generation_;
-        in_flight_ = 0;
-        fault_at_ = rt().now() + std::chrono::nanoseconds(1);
-        move_to(device_health::resetting, "operator reset: " + m.reason);
+        move_to(da_state::resetting{recovery{rt().now(), 0}}, "operator reset: " + m.reason);
         schedule_reset_step();
         return;
     }
-    bool resettable = lifecycle_.is(device_health::ready) || lifecycle_.is(device_health::busy) ||
-                      lifecycle_.is(device_health::warmup);
-    if (!resettable) return;
+    if (!in<da_state::ready>() && !in<da_state::busy>() && !in<da_state::warmup>()) return;
     fault(make_error(status::not_ready, "reset requested: " + m.reason));
 }
 
 void device_actor::on(da_reset_step& m) {
-    if (m.generation != generation_ || !lifecycle_.is(device_health::resetting)) return;
-    if (failed_resets_ > options_.reset_limit) {
-        spdlog::error("device dead after {} failed resets", failed_resets_);
-        move_to(device_health::dead);
+    const auto* resetting = std::get_if<da_state::resetting>(&state_);
+    if (m.generation != generation_ || !resetting) return;
+    auto rec = resetting->recovering;
+    if (next_reset(rec.failed_resets, options_.reset_limit) == reset_next::give_up) {
+        spdlog::error("device dead after {} failed resets", rec.failed_resets);
+        move_to(da_state::dead{});
         (void)session_.tell(cs_device_dead{}, id());
         return;
     }
     auto r = dev_->reset();
     sync_fault_metrics();
     if (!r) {
-        ++failed_resets_;
-        spdlog::warn("device reset failed ({} of {}): {}", failed_resets_, options_.reset_limit, r.error().what());
-        move_to(device_health::resetting, "reset failed: " + std::string(r.error().what()));
+        ++rec.failed_resets;
+        spdlog::warn("device reset failed ({} of {}): {}", rec.failed_resets, options_.reset_limit, r.error().what());
+        move_to(da_state::resetting{rec}, "reset failed: " + std::string(r.error().what()));
         schedule_reset_step();
         return;
     }
     resets_.fetch_add(1);
     if (metrics_) metrics_->device_resets.inc();
-    move_to(device_health::warmup);
+    move_to(da_state::warmup{rec});
     start_golden();
 }
 

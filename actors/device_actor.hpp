@@ -1,18 +1,23 @@
 #pragma once
-//! DeviceActor: owns the device handle (one per VirtualDevice), serialises every
-//! device call, and keeps the device's health as an explicit state machine: the
-//! states (names, gauge codes) are device/health.hpp's; their legal transitions:
+//! DeviceActor: the device's supervisor. It owns the device handle (one per
+//! VirtualDevice), serialises every device call, and keeps the device's health
+//! as an explicit state machine: the states (names, gauge codes) are
+//! device/health.hpp's; their legal transitions (k_device_health_table):
 //!
 //!   unconfigured --> configuring --> warmup --> ready <--> busy
-//!                        |              |         |          |
-//!                        v              v         +--> faulted <--+
-//!                      dead          faulted          |
-//!                                                     v
-//!                         dead <-- resetting <--------+
-//!                                     |  ^ (reset failed, below the limit)
-//!                                     v  |
-//!                                   warmup --> ready
-//!   dead --> resetting  (operator reset only)
+//!   configuring --> dead                 (configure failed)
+//!   warmup, ready, busy --> faulted      (device fault, failed golden check, reset request)
+//!   faulted --> resetting --> warmup     (reset done: warm-up and golden check again)
+//!   resetting --> resetting              (reset failed, below the limit)
+//!   resetting --> dead                   (past the limit)
+//!   dead --> resetting                   (operator reset only)
+//!
+//! The state is one variant (`da_state`) of per-state structs holding that state's
+//! data: `busy` its jobs in flight, `faulted`/`resetting` and a warm-up after a
+//! fault the `recovery` (when it began, failed attempts); `health()` is its name,
+//! published for other threads. What a job writes and returns is the job codec's
+//! (actors/job_codec.hpp); when to retry and how long to back off is the recovery
+//! policy's (actors/recovery_policy.hpp).
 //!
 //! Fault handling by class (config/status.hpp): retryable (submit_busy) and
 //! capacity (KV refused) are retried with bounded exponential backoff, then the
@@ -36,11 +41,14 @@
 //! Fail closed: logits of a job are only released after the NaN/Inf check, and
 //! never from a job that completed after a fault was declared.
 #include <array>
+#include <optional>
 #include <random>
+#include <variant>
 
 #include "actors/runtime/actor.hpp"
 #include "actors/device_actor_messages.hpp"
 #include "actors/engine_journal.hpp"
+#include "actors/recovery_policy.hpp"
 #include "actors/runtime/lifecycle.hpp"
 #include "device/fault_points.hpp"
 #include "device/health.hpp"
@@ -61,7 +69,7 @@ class kv_manager_actor;
 
 using device::device_health;
 
-inline constexpr std::array<transition<device_health>, 15> k_device_health_table{{
+inline constexpr std::array<transition<device_health>, 14> k_device_health_table{{
     {device_health::unconfigured, device_health::configuring},
     {device_health::configuring, device_health::warmup},
     {device_health::configuring, device_health::dead},
@@ -75,9 +83,38 @@ inline constexpr std::array<transition<device_health>, 15> k_device_health_table
     {device_health::resetting, device_health::warmup},
     {device_health::resetting, device_health::resetting},
     {device_health::resetting, device_health::dead},
-    {device_health::ready, device_health::resetting},
     {device_health::dead, device_health::resetting},
 }};
+
+// The DeviceActor's state: one struct per health state, holding that state's data.
+namespace da_state {
+struct unconfigured { static constexpr auto health = device_health::unconfigured; };
+struct configuring { static constexpr auto health = device_health::configuring; };
+struct warmup {
+    static constexpr auto health = device_health::warmup;
+    std::optional<recovery> recovering;   // absent: the first warm-up
+};
+struct ready { static constexpr auto health = device_health::ready; };
+struct busy {
+    static constexpr auto health = device_health::busy;
+    int in_flight = 1;                    // jobs submitted in this generation, not yet completed
+};
+struct faulted {
+    static constexpr auto health = device_health::faulted;
+    recovery recovering;
+};
+struct resetting {
+    static constexpr auto health = device_health::resetting;
+    recovery recovering;
+};
+struct dead { static constexpr auto health = device_health::dead; };
+}  // namespace da_state
+using device_actor_state = std::variant<da_state::unconfigured, da_state::configuring, da_state::warmup,
+                                        da_state::ready, da_state::busy, da_state::faulted, da_state::resetting,
+                                        da_state::dead>;
+constexpr device_health health_of(const device_actor_state& s) {
+    return std::visit([](const auto& st) { return st.health; }, s);
+}
 
 // A decode program of the package: its batch size (profile) and exact name.
 struct decode_profile {
@@ -118,23 +155,6 @@ struct device_actor_options {
     bool sampling_head = true;
 };
 
-// The host's NaN/Inf check of a job's `rows` live rows of logits, rows shared among
-// the pool's threads (null: this thread); the error names the first bad logit.
-void_result check_logits_rows(std::span<const std::byte> logits, std::size_t rows, model::thread_pool* pool);
-
-// Sampling head (docs/device.md): the "sample_params" rows of a decode job's live rows
-// (drawn rows with their parameters and RNG state, chained rows naming their source row);
-// and the head's draws ("sampled", "rng_state") of the drawn rows into job.drawn_tokens /
-// drawn_rng, logits_nan when the head drew no token for one.
-void head_params_of(const job_context& job, std::span<device::head_row> out);
-void_result take_draws(job_context& job, std::span<const std::byte> tokens, std::span<const std::byte> states);
-// The head's top K, their ids and log_z ("topk_logits", "topk_ids", "lse") into
-// job.topk_*; logits_nan when a top-k row holds no finite summary.
-void_result take_top_k(job_context& job, std::span<const std::byte> logits, std::span<const std::byte> ids,
-                       std::span<const std::byte> log_z);
-// What the head returns for one row of a program whose head has top-k `head_k` (0: none).
-device::head_mode head_mode_of(const sequence_state& seq, std::int64_t head_k, std::int64_t vocab);
-
 class device_actor : public actor<device_actor, device_actor_message> {
 public:
     device_actor(runtime& rt, std::shared_ptr<device::device> dev, device_actor_options options,
@@ -146,7 +166,7 @@ public:
 
     void on_message(device_actor_message& msg);
 
-    device_health health() const { return state_.load(); }
+    device_health health() const { return published_.load(); }
     std::uint64_t resets() const { return resets_.load(); }
 
 private:
@@ -163,27 +183,27 @@ private:
 
     void_result fill_and_submit(const job_ptr& job);
     void_result fill_prefill(const job_ptr& job);
+    // One decode step of every live row, padded to the smallest profile that holds them.
     void_result fill_decode(const job_ptr& job);
-    // The sampling head's parameters of a decode job's rows (and their chain sources);
-    // false when a chained row's source job was never submitted (the job goes back unrun).
-    bool fill_head(const job_ptr& job);
-    void_result read_draws(const job_ptr& job, const std::string& sm);
-    void_result read_top_k(const job_ptr& job, const std::string& sm);
-    void_result read_logits(const job_ptr& job, const std::string& sm);
     // How long to wait for `job` before declaring the device hung (options, wait_timeout).
     std::chrono::nanoseconds wait_bound(device::job_id job) const;
     void submit_wait(const job_ptr& job, device::job_id id);
     void finish_job(const job_ptr& job, const device::job_result& r);
     void fail_job(const job_ptr& job, const error_info& e, int attempt);
-    void fault(const error_info& e, const job_ptr& culprit = nullptr);
+    // A device fault: abandon the jobs in flight and start (or continue) a recovery;
+    // `attempt_failed`: a recovery's warm-up or golden check failed (a failed reset).
+    void fault(const error_info& e, const job_ptr& culprit = nullptr, bool attempt_failed = false);
     void start_golden();
     void submit_golden(int attempt);
     void golden_failed(const error_info& e);
+    void_result golden_check(const result<device::job_result>& outcome);
     void schedule_reset_step();
-    std::chrono::nanoseconds reset_backoff();
-    bool move_to(device_health next, std::string note = {});  // note: the fault or reset reason
+    bool move_to(device_actor_state next, std::string note = {});  // note: the fault or reset reason
+    template <class State>
+    bool in() const { return std::holds_alternative<State>(state_); }
+    // The recovery under way (faulted, resetting, a warm-up after a fault); nullopt when none is.
+    std::optional<recovery> recovering() const;
     const std::string& submodel_of(const job_ptr& job) const;
-    const decode_profile* profile_for(std::int64_t rows) const;
     void sync_fault_metrics();
 
     std::shared_ptr<device::device> dev_;
@@ -195,13 +215,10 @@ private:
     std::shared_ptr<engine_journal> journal_;
     address<chip_session_actor> session_;
     address<kv_manager_actor> kv_;
-    lifecycle<device_health, k_device_health_table.size()> lifecycle_;
-    std::atomic<device_health> state_{device_health::unconfigured};
+    device_actor_state state_;
+    std::atomic<device_health> published_{device_health::unconfigured};  // health_of(state_), for other threads
     std::atomic<std::uint64_t> resets_{0};
     std::uint64_t generation_ = 0;      // bumped at every fault: older completions are stale
-    int in_flight_ = 0;
-    int failed_resets_ = 0;
-    std::chrono::nanoseconds fault_at_{0};
     std::vector<std::uint16_t> golden_logits_;  // from the first warm-up: recovery must reproduce them
     std::vector<std::uint16_t> golden_scratch_;
     std::array<std::uint64_t, device::k_fault_point_count> counted_fires_{};  // fires already in faults_total

@@ -16,7 +16,6 @@
 #include "actors/kv_manager_actor.hpp"
 #include "device/fault_points.hpp"
 #include "tests/actors/engine_fixture.hpp"
-#include "model/core/thread_pool.hpp"
 
 using namespace calserve;
 using namespace calserve::actors;
@@ -220,21 +219,5 @@ TEST_CASE("fault points: arming a point nothing in this engine consumes is unsup
         if (p == fault_point::client_stall) continue;
         INFO(device::to_string(p));
         CHECK(h.engine->faults()->consumed(p));
-    }
-}
-
-TEST_CASE("check_logits_rows shares the rows among threads and names the first bad logit", "[actors][device]") {
-    constexpr std::size_t k_rows = 6, k_vocab = 1001;
-    std::vector<std::uint16_t> logits(k_rows * k_vocab, 0x3f80);  // 1.0
-    calserve::model::thread_pool pool(2);
-    auto bytes = [&] { return std::as_bytes(std::span(logits)); };
-    CHECK(calserve::actors::check_logits_rows(bytes(), k_rows, &pool).ok());
-    CHECK(calserve::actors::check_logits_rows(bytes(), k_rows, nullptr).ok());
-    logits[4 * k_vocab + 7] = 0x7fc0;  // NaN in row 4
-    logits[5 * k_vocab + 1] = 0xff80;  // -Inf in row 5
-    for (auto* p : {&pool, static_cast<calserve::model::thread_pool*>(nullptr)}) {
-        auto r = calserve::actors::check_logits_rows(bytes(), k_rows, p);
-        REQUIRE(r.code() == calserve::status::logits_nan);
-        CHECK(r.error().what() == "logits_nan: logit " + std::to_string(4 * k_vocab + 7) + " is not finite");
     }
 }

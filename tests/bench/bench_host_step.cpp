@@ -19,6 +19,7 @@
 
 #include "actors/chip_session_actor.hpp"
 #include "actors/device_actor.hpp"
+#include "actors/job_codec.hpp"
 #include "actors/sampler_actor.hpp"
 #include "actors/schedule_policy.hpp"
 #include "model/core/bf16.hpp"
