@@ -9,7 +9,7 @@
 //! form two groups that alternate on ping and pong.
 //!
 //! Admission, KV sizing and preemption are the pure functions of
-//! actors/schedule_policy.hpp too (`plan_admission`, `kv_reserve_tokens`,
+//! actors/schedule_policy.hpp too (`plan_start`, `kv_reserve_tokens`,
 //! `kv_grow_tokens`, `plan_victim`). KV (runtime.kv_policy): `reserve` holds
 //! prompt + max_tokens from admission; `on_demand` holds the prompt plus
 //! `kv_step_tokens` and grows before a job would pass the reservation
@@ -32,7 +32,12 @@
 //!                 |           refused                                       v   |
 //!                 +------------------- continue -------------------- kv_wait_awaiting
 //!
-//!   bt_finish:  prefill, decode --> finishing_job  --job ends-->     released
+//!   token chaining:  decode --chain--> decode_chained --the first job ends--> decode
+//!                                            |
+//!                                            +--the chained step unrun--> decode_unchained
+//!                    decode_unchained behaves as decode, except that it may not chain.
+//!   bt_finish:  prefill, decode, decode_unchained --> finishing_job --job ends--> released
+//!               decode_chained --> finishing_chained --a job ends--> finishing_job
 //!               growing         --> finishing_grow --grow answer--> released
 //!               kv_wait, kv_wait_awaiting, ready, awaiting --------> released
 //!   refused grant (kv_wait, kv_wait_awaiting) and retries exhausted (ready,
@@ -43,26 +48,49 @@
 //! `awaiting` at once: the batch need not wait for its Request, whose answer for
 //! that token is then only counted (`answers_to_skip`). `unrun` rows (another
 //! row's fault refused the job) get no token and are `ready` again.
-//! Beside the phase, the device's copy of its KV (`device_copy`): `none` before
-//! its first job, `held` after one, `lost` when a device fault, a lost or failed
-//! job or a preemption dropped it; a job over a sequence whose copy is not
-//! `held` is a prefill of prompt + generated tokens, from position 0, or from
-//! `cached` when its grant hit the prefix cache (the KvManager copied those
-//! tokens' KV in before granting); a device fault clears `cached` and drops the
-//! cache. A `held` sequence whose device holds less than all but its last token
-//! (a chunk of a long prompt prefilled, `runtime.prefill_chunk`) also gets a
-//! prefill job, of the next chunk. Released sequences whose copy is `held` are
-//! handed to the KvManager to keep as cache entries (it frees them itself).
+//!
+//! Beside the phase, the device's copy of its KV (`device_copy`, table below):
+//!
+//!          cache hit            run          whole prompt on the device
+//!   none -----------> copied -------> held -----------------------------> shared
+//!    |  ^                |             ^ |                                   |
+//!    |  +--fault,--------+             | +--fault, failed or lost job,-------+
+//!    |     preemption                 run        preemption        |
+//!    +------------- run --------------+  |                         v
+//!                                        +---- lost, recopied <-- lost
+//!                                 lost --cache hit--> recopied --fault, preemption--> lost
+//!
+//! A job over a sequence whose copy is not held (`held`, `shared`) is a prefill of
+//! prompt + generated tokens, from position 0, or after the tokens a cache hit copied
+//! in (`copied`, `recopied`: the KvManager sent da_kv_copy before granting;
+//! seq->cached_tokens). A held sequence whose device holds less than all but its last
+//! token (a chunk of a long prompt prefilled, `runtime.prefill_chunk`) also gets a
+//! prefill job, of the next chunk (`needs_prefill`). `shared`: its prompt is indexed as
+//! a running prefix cache entry (kv_share).
+//!
+//! KV: the BatchTick asks the KvManager for KV (kv_reserve, kv_grow) and gives it back
+//! (kv_release, or kv_grow's `preempt` for a victim); the KvManager alone tells the
+//! device to free, keep or copy it. A released sequence whose copy is held goes with
+//! the tokens its device KV holds, for the KvManager to keep as a cache entry.
 //!
 //! Token chaining (options.chain_tokens): a row in a decode job whose token the device
-//! draws may join the next decode job while that one is in flight (`jobs` 2); it
-//! stays `decode` until its last job ends, and the answers to the tokens it went on
-//! past are only counted. A Request that ends meanwhile costs at most that one step,
-//! whose token it never streams.
-//! Invariants: a sequence is in at most one job, or two chained decode jobs; KV is released exactly once,
-//! and never while a job holds the sequence (no prefill/decode -> released in
-//! the table); a slot carries one job at a time; a job never feeds a sequence
-//! past its reservation (tokens <= kv_tokens).
+//! draws may join the next decode job while that one is in flight (`chainable`,
+//! actors/schedule_policy.hpp); it is `decode_chained` until one of its two jobs ends,
+//! and the answers to the tokens it went on past are only counted. A Request that ends
+//! meanwhile costs at most that one step, whose token it never streams.
+//!
+//! Plain data beside the phases (none decides what may happen next on its own): the
+//! admission order (preemption picks the largest), the decode group (`group`, the slot
+//! it last decoded in: a scheduling preference), `last_served`, `answers_to_skip` (a
+//! count of answers still to arrive, one per token it went on past), `tokens_after` (its
+//! token count once every job holding it has drawn: an input of `chainable`) and
+//! `looked_up` (the vector its KV reservation looked up, reused by its kv_share).
+//!
+//! Invariants: a sequence is in at most one job, or two in `decode_chained` and
+//! `finishing_chained`; KV is released exactly once, and never while a job holds the
+//! sequence (no job phase -> released in the table but finishing_job, entered before
+//! and left after its job ends); a slot carries one job at a time; a job never feeds a
+//! sequence past its reservation (tokens <= kv_tokens).
 #include <array>
 #include <deque>
 #include <map>
@@ -80,24 +108,26 @@ namespace calserve::actors {
 
 class chip_session_actor;
 class kv_manager_actor;
-class device_actor;
 class request_actor;
 
 enum class seq_phase : std::uint8_t {
-    kv_wait,           // admitted: its kv_reserve is out
-    kv_wait_awaiting,  // preempted while its Request had a token to answer: kv_reserve out, answer pending
-    ready,             // holds KV, idle: the next job may take it (after a kv_grow if it needs room)
-    growing,           // holds KV, a kv_grow is out
-    prefill,           // its prefill job is in flight
-    decode,            // a decode job holding it is in flight
-    awaiting,          // holds KV; its token is with the Request, which answers continue or finish
-    finishing_job,     // the Request ended while a job held it: released when the job ends
-    finishing_grow,    // the Request ended while a kv_grow was out: released at the answer
-    released,          // KV given back, the entry dropped
+    kv_wait,            // admitted: its kv_reserve is out
+    kv_wait_awaiting,   // preempted while its Request had a token to answer: kv_reserve out, answer pending
+    ready,              // holds KV, idle: the next job may take it (after a kv_grow if it needs room)
+    growing,            // holds KV, a kv_grow is out
+    prefill,            // its prefill job is in flight
+    decode,             // one decode job holding it is in flight
+    decode_chained,     // two: a decode job and the chained step behind it (its token drawn on the device)
+    decode_unchained,   // one decode job; a step chained behind it came back unrun: no chaining until it ends
+    awaiting,           // holds KV; its token is with the Request, which answers continue or finish
+    finishing_job,      // the Request ended while a job held it: released when the job ends
+    finishing_chained,  // the Request ended while two chained jobs held it
+    finishing_grow,     // the Request ended while a kv_grow was out: released at the answer
+    released,           // KV given back, the entry dropped
 };
 std::string_view to_string(seq_phase p);
 
-inline constexpr std::array<transition<seq_phase>, 23> k_seq_table{{
+inline constexpr std::array<transition<seq_phase>, 31> k_seq_table{{
     {seq_phase::kv_wait, seq_phase::ready},                  // granted
     {seq_phase::kv_wait, seq_phase::released},               // finished, or the grant refused
     {seq_phase::kv_wait_awaiting, seq_phase::awaiting},      // granted
@@ -113,35 +143,74 @@ inline constexpr std::array<transition<seq_phase>, 23> k_seq_table{{
     {seq_phase::finishing_grow, seq_phase::released},        // the grow answered
     {seq_phase::prefill, seq_phase::awaiting},               // job done: token sampled
     {seq_phase::decode, seq_phase::awaiting},
+    {seq_phase::decode_unchained, seq_phase::awaiting},
     {seq_phase::prefill, seq_phase::ready},                  // job failed or lost
     {seq_phase::decode, seq_phase::ready},
+    {seq_phase::decode_unchained, seq_phase::ready},
+    {seq_phase::decode, seq_phase::decode_chained},          // chained: the next step joins a job
+    {seq_phase::decode_chained, seq_phase::decode},          // one job ended (drew, failed or was lost)
+    {seq_phase::decode_chained, seq_phase::decode_unchained},  // the chained step came back unrun
     {seq_phase::prefill, seq_phase::finishing_job},          // finished
     {seq_phase::decode, seq_phase::finishing_job},
+    {seq_phase::decode_unchained, seq_phase::finishing_job},
+    {seq_phase::decode_chained, seq_phase::finishing_chained},
+    {seq_phase::finishing_chained, seq_phase::finishing_job},  // one of its two jobs ended
     {seq_phase::finishing_job, seq_phase::released},         // the job ended
     {seq_phase::awaiting, seq_phase::ready},                 // continue, go_on, unrun
     {seq_phase::awaiting, seq_phase::kv_wait_awaiting},      // preempted
     {seq_phase::awaiting, seq_phase::released},              // finished
 }};
-
-// KV is never released while a job holds the sequence.
-static_assert(!is_legal(k_seq_table, seq_phase::prefill, seq_phase::released) &&
-              !is_legal(k_seq_table, seq_phase::decode, seq_phase::released));
-
+// A job holds it (the job's holders own the sequence's tokens meanwhile).
+constexpr bool holds_job(seq_phase p) {
+    return p == seq_phase::prefill || p == seq_phase::decode || p == seq_phase::decode_chained ||
+           p == seq_phase::decode_unchained || p == seq_phase::finishing_job || p == seq_phase::finishing_chained;
+}
+// Two jobs hold it (a decode job and the step chained behind it).
+constexpr bool in_two_jobs(seq_phase p) { return p == seq_phase::decode_chained || p == seq_phase::finishing_chained; }
+// Its Request ended: it is released once nothing holds it.
+constexpr bool ending(seq_phase p) {
+    return p == seq_phase::finishing_job || p == seq_phase::finishing_chained || p == seq_phase::finishing_grow;
+}
 // KV granted to it (the KvManager holds blocks for it).
 constexpr bool holds_kv(seq_phase p) {
     return p != seq_phase::kv_wait && p != seq_phase::kv_wait_awaiting && p != seq_phase::released;
 }
-// A job holds it (the job's holders own the sequence's tokens meanwhile).
-constexpr bool holds_job(seq_phase p) {
-    return p == seq_phase::prefill || p == seq_phase::decode || p == seq_phase::finishing_job;
-}
 
-// The device's copy of a sequence's KV: a job over a copy that is not `held` is a prefill.
+// KV is never released while a job holds the sequence, but from finishing_job, which
+// the actor leaves only once that job ended.
+static_assert([] {
+    for (auto t : k_seq_table)
+        if (t.to == seq_phase::released && holds_job(t.from) && t.from != seq_phase::finishing_job) return false;
+    return true;
+}());
+
+// The device's copy of a sequence's KV (diagram above): a job over a copy that is not
+// held (held, shared) is a prefill.
 enum class device_copy : std::uint8_t {
-    none,  // no job ran it yet
-    held,  // a job ran it; the device keeps its KV
-    lost,  // a device fault, a lost or failed job or a preemption dropped it: re-prefill
+    none,      // no job ran it yet
+    copied,    // no job ran it yet; a cache hit copied its first seq->cached_tokens in
+    held,      // a job ran it; the device keeps its KV
+    shared,    // held, and its prompt is indexed as a running prefix cache entry (kv_share)
+    lost,      // a device fault, a lost or failed job or a preemption dropped it: re-prefill
+    recopied,  // lost, then a cache hit copied its first seq->cached_tokens in again
 };
+std::string_view to_string(device_copy c);
+
+inline constexpr std::array<transition<device_copy>, 11> k_copy_table{{
+    {device_copy::none, device_copy::copied},      // granted with a cache hit
+    {device_copy::none, device_copy::held},        // its first job
+    {device_copy::copied, device_copy::held},
+    {device_copy::copied, device_copy::none},      // a fault or a preemption dropped the copy
+    {device_copy::held, device_copy::shared},      // whole prompt on the device: kv_share
+    {device_copy::held, device_copy::lost},        // a fault, a failed or lost job, a preemption
+    {device_copy::shared, device_copy::lost},
+    {device_copy::lost, device_copy::held},        // re-prefilled
+    {device_copy::lost, device_copy::recopied},    // re-granted with a cache hit
+    {device_copy::recopied, device_copy::held},
+    {device_copy::recopied, device_copy::lost},
+}};
+constexpr bool device_holds(device_copy c) { return c == device_copy::held || c == device_copy::shared; }
+constexpr bool copied_in(device_copy c) { return c == device_copy::copied || c == device_copy::recopied; }
 
 struct batch_tick_options {
     int max_inflight = 2;
@@ -165,7 +234,7 @@ struct batch_tick_options {
 class batch_tick_actor : public actor<batch_tick_actor, batch_tick_message> {
 public:
     batch_tick_actor(runtime& rt, batch_tick_options options, metrics::calserve_metrics* metrics);
-    void wire(address<chip_session_actor> session, address<kv_manager_actor> kv, address<device_actor> device);
+    void wire(address<chip_session_actor> session, address<kv_manager_actor> kv);
 
     void on_message(batch_tick_message& msg);
 
@@ -177,33 +246,22 @@ private:
     struct entry {
         entry(sequence_ptr s, address<request_actor> r, std::uint64_t order);
         seq_phase phase() const { return life.state(); }
+        device_copy copy() const { return device.state(); }
 
         sequence_ptr seq;
         address<request_actor> request;
         std::uint64_t admitted = 0;           // admission order (preemption picks the largest)
         lifecycle<seq_phase, k_seq_table.size()> life;
-        device_copy copy = device_copy::none;
-        // A prefix cache hit not yet used: its next prefill starts here (the device holds
-        // these first tokens, copied from a cached sequence), not at 0.
-        std::int64_t cached = 0;
-        // Its prompt's KV is indexed as a running prefix cache entry (kv_share) and valid.
-        bool shared = false;
+        lifecycle<device_copy, k_copy_table.size()> device;
         // The tokens its last KV reservation looked up (from position 0); the share sends the
         // same vector when it is exactly the prompt, instead of copying the prompt again.
         std::shared_ptr<const std::vector<token_id>> looked_up;
         int answers_to_skip = 0;              // tokens it went on past (go_on): their answers only count
         int group = k_no_group;               // the slot it last decoded in
         std::chrono::nanoseconds last_served{0};
-        // Jobs holding it (0..2: a decode job and the chained step behind it). The phase is
-        // the first job's; while `jobs` > 1 a job's end leaves it in that phase.
-        int jobs = 0;
         // Its tokens once every job holding it has drawn (the BatchTick's own count: the
         // sequence's tokens belong to the jobs' holders meanwhile).
         std::int64_t tokens_after = 0;
-        // A step chained to its job came back unrun (that job was not on the device: its
-        // submission is being retried): no more chaining until that job has ended, or the
-        // same step would be formed and refused again at the same instant without end.
-        bool chain_refused = false;
     };
 
     void share_prompt(entry& e);
@@ -218,7 +276,7 @@ private:
     void on(bt_device_up& m);
     void on(bt_device_dead& m);
 
-    admission_input admission_now(std::int64_t ahead) const;
+    start_input admission_now(std::int64_t ahead) const;
     void admit(bt_admit m);
     void admit_pending();
     void give_up(sequence_id seq, entry& e);
@@ -230,6 +288,9 @@ private:
     void release(sequence_id seq);
     enum class job_end : std::uint8_t { completed, failed, lost };
     void job_ended(const std::vector<sequence_id>& rows, job_end how, const std::vector<sequence_id>& unrun = {});
+    void one_of_two_ended(entry& e, job_end how, bool ran);
+    void last_job_ended(sequence_id seq, entry& e, job_end how);
+    static void drop_copy(entry& e);
     bool chainable(const entry& e) const;
     void schedule();
     std::vector<seq_view> views() const;
@@ -240,7 +301,6 @@ private:
     metrics::calserve_metrics* metrics_;
     address<chip_session_actor> session_;
     address<kv_manager_actor> kv_;
-    address<device_actor> device_;
     std::map<sequence_id, entry> entries_;   // admitted (KV requested or granted)
     std::deque<bt_admit> pending_;           // beyond max_running, FCFS
     std::array<bool, device::k_slot_count> slot_free_{true, true};

@@ -23,7 +23,7 @@ struct da_golden_done {
     std::uint64_t generation = 0;
     result<device::job_result> outcome;
 };
-struct da_kv_free {                       // BatchTick: the sequence is gone
+struct da_kv_free {                       // KvManager: the sequence is gone (released, preempted, evicted)
     std::uint64_t seq = 0;
 };
 struct da_kv_copy {                       // KvManager: a prefix cache hit (seq copy)

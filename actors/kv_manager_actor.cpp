@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "actors/device_actor.hpp"
+#include "actors/schedule_policy.hpp"
 #include "metrics/metrics.hpp"
 #include "config/invariant.hpp"
 
@@ -65,6 +66,7 @@ bool kv_manager_actor::try_grant(kv_reserve& m) {
         if (hit) {
             // Before the grant: any later free of the entry reaches the device after the copy.
             (void)device_.tell(da_kv_copy{hit->source, m.seq, hit->tokens, m.tokens}, id());
+            copied_into_.insert(m.seq);
             grant.cached_tokens = hit->tokens;
             hit_tokens_ += hit->tokens;
             if (metrics_) metrics_->prefix_cache_hits.inc(double(hit->tokens));
@@ -89,9 +91,20 @@ bool kv_manager_actor::make_room(std::int64_t blocks, sequence_id keep) {
 
 void kv_manager_actor::evict(sequence_id seq) {
     cache_.erase(seq);
+    end_kv(seq, kv_end::evicted);
+}
+
+// The one place a sequence's blocks go back to the pool, and the one place the device is
+// told to free a sequence's KV (da_kv_free): after any copy sent from it, in the order the
+// KvManager decided them, whatever the cache setting.
+void kv_manager_actor::end_kv(sequence_id seq, kv_end why) {
     pool_.release(seq);
-    (void)device_.tell(da_kv_free{seq}, id());
-    if (metrics_) metrics_->prefix_cache_evictions.inc();
+    const bool copied = copied_into_.erase(seq) > 0;
+    const bool on_device = why == kv_end::evicted || why == kv_end::dropped_on_device ||
+                           why == kv_end::released || (why == kv_end::returned && copied);
+    if (on_device) (void)device_.tell(da_kv_free{seq}, id());
+    const bool entry = why == kv_end::evicted || why == kv_end::dropped_on_device || why == kv_end::device_lost;
+    if (entry && metrics_) metrics_->prefix_cache_evictions.inc();
 }
 
 // A released sequence's device KV becomes a cache entry of its whole cache blocks;
@@ -106,16 +119,13 @@ bool kv_manager_actor::cache_on_release(const kv_release& m) {
     auto cached = pool_.cache(m.seq, keep);
     CALSERVE_INVARIANT(cached.ok(), "kv cache: " + (cached ? std::string() : cached.error().what()));
     (void)device_.tell(da_kv_keep{m.seq, keep}, id());
-    for (auto r : redundant) {
-        pool_.release(r);
-        (void)device_.tell(da_kv_free{r}, id());
-        if (metrics_) metrics_->prefix_cache_evictions.inc();
-    }
+    copied_into_.erase(m.seq);  // its KV is the cache's now
+    for (auto r : redundant) end_kv(r, kv_end::evicted);
     return true;
 }
 
 void kv_manager_actor::on_reserve(kv_reserve& m) {
-    if (!pool_.could_fit(std::max(m.tokens, m.full_tokens))) {
+    if (!fits_context(std::max(m.tokens, m.full_tokens), 0, pool_.capacity_tokens())) {
         m.reply(kv_grant{m.seq, make_error(status::context_overflow, "sequence larger than the whole KV cache")});
         return;
     }
@@ -147,7 +157,7 @@ void kv_manager_actor::on_grow(kv_grow& m) {
     if (m.preempt != 0) {
         if (cache_.running(m.preempt)) cache_.erase(m.preempt);  // its KV goes to the grower
         prompt_traces_.erase(m.preempt);
-        pool_.release(m.preempt);
+        end_kv(m.preempt, kv_end::released);
     }
     if (pool_.holds(m.seq) && !pool_.try_grow(m.seq, m.tokens))
         (void)make_room(pool_.blocks_for(m.tokens) - pool_.reserved_tokens(m.seq) / pool_.block_tokens(), 0);
@@ -173,29 +183,16 @@ void kv_manager_actor::on_release(const kv_release& m) {
             break;
         }
     }
-    if (cache_options_.enabled) {
-        prompt_traces_.erase(m.seq);
-        // With the cache on, the KvManager frees released sequences on the device itself,
-        // after any copy it sent from them. A running entry is kept (promoted) with the
-        // valid KV, or ends with its sequence.
-        const bool kept = cache_on_release(m);
-        if (!kept && cache_.running(m.seq)) cache_.erase(m.seq);
-        if (!kept && pool_.holds(m.seq)) {
-            pool_.release(m.seq);
-            (void)device_.tell(da_kv_free{m.seq}, id());
-        }
-    } else {
-        pool_.release(m.seq);
-    }
+    prompt_traces_.erase(m.seq);
+    // A running entry is kept (promoted) with the valid KV, or ends with its sequence.
+    const bool kept = cache_on_release(m);
+    if (!kept && cache_.running(m.seq)) cache_.erase(m.seq);
+    if (!kept && pool_.holds(m.seq)) end_kv(m.seq, m.granted ? kv_end::released : kv_end::returned);
     serve_waiters();
 }
 
 void kv_manager_actor::on_drop(const kv_drop_cache& m) {
-    for (auto seq : cache_.clear()) {
-        pool_.release(seq);
-        if (m.free_on_device) (void)device_.tell(da_kv_free{seq}, id());
-        if (metrics_) metrics_->prefix_cache_evictions.inc();
-    }
+    for (auto seq : cache_.clear()) end_kv(seq, m.free_on_device ? kv_end::dropped_on_device : kv_end::device_lost);
     serve_waiters();
 }
 
@@ -214,12 +211,8 @@ void kv_manager_actor::on_share(const kv_share& m) {
         prompt_traces_.erase(k);
     }
     auto freed = cache_.insert(m.seq, m.scope, m.tokens, std::size_t(whole), /*running=*/true, &trace);
-    for (auto r : freed) {
-        if (r == m.seq) continue;  // an equal entry exists: nothing to add
-        pool_.release(r);
-        (void)device_.tell(da_kv_free{r}, id());
-        if (metrics_) metrics_->prefix_cache_evictions.inc();
-    }
+    for (auto r : freed)
+        if (r != m.seq) end_kv(r, kv_end::evicted);  // r == m.seq: an equal entry exists, nothing to add
 }
 
 void kv_manager_actor::on_expired(const kv_wait_expired& m) {

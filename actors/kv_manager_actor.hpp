@@ -1,10 +1,15 @@
 #pragma once
-//! KvManager: the session's KV budget (one per session).
+//! KvManager: the session's KV budget (one per session), and the one owner of every
+//! sequence's KV on the device: it alone tells the DeviceActor to copy (da_kv_copy),
+//! keep (da_kv_keep) or free (da_kv_free) a sequence's KV, whatever the cache setting,
+//! so those operations reach the device in the order it decided them. Every block
+//! going back and every device free passes one function (`end_kv`).
 //!
 //! Applies `kv_pool` (plan/commit) to messages: `kv_reserve` is granted at once
 //! when the plan fits and nobody waits before it (FCFS), else queued in a
 //! bounded wait queue (k_kv_wait_queue) with a deadline timer; `kv_release`
-//! returns blocks and serves waiters in order. A request that can never fit is
+//! returns blocks, frees the sequence's device KV (or keeps it, below) and serves
+//! waiters in order; `kv_grow` with `preempt` does the same for the victim. A request that can never fit is
 //! refused with context_overflow; a full queue answers queue_full; a waiter
 //! whose deadline passes gets kv_full. No wait is unbounded. `kv_grow` (a
 //! running sequence under on-demand KV) never waits: free blocks or kv_full, and
@@ -26,6 +31,7 @@
 //! exactly the cache's entries (checked).
 #include <deque>
 #include <optional>
+#include <unordered_set>
 
 #include "actors/runtime/actor.hpp"
 #include "actors/kv_manager_messages.hpp"
@@ -79,6 +85,16 @@ private:
     // are free; false, evicting nothing, when even every entry would not free them.
     bool make_room(std::int64_t blocks, sequence_id keep);
     void evict(sequence_id seq);
+    // Why a sequence's blocks go back: whether its device KV is freed and whether a cache
+    // entry ended.
+    enum class kv_end : std::uint8_t {
+        released,           // its sequence ended or was preempted: free its device KV
+        returned,           // a grant came back unused: free only what a cache hit copied in
+        evicted,            // a cache entry made room or became redundant: free it
+        dropped_on_device,  // the cache emptied while the device keeps its KV: free it
+        device_lost,        // the cache emptied because the device lost every sequence
+    };
+    void end_kv(sequence_id seq, kv_end why);
     bool cache_on_release(const kv_release& m);
     void serve_waiters();
     void publish();
@@ -91,6 +107,9 @@ private:
     // What a granted sequence's lookup found (keys hashed, entry compared), until its
     // kv_share (or release) uses it.
     std::unordered_map<sequence_id, prefix_cache::lookup_trace> prompt_traces_;
+    // Granted sequences a cache hit copied KV into (da_kv_copy): the device holds KV for
+    // them even if their grant comes back unused. Left at their release or keep.
+    std::unordered_set<sequence_id> copied_into_;
     std::deque<waiter> waiters_;
     metrics::calserve_metrics* metrics_;
 };

@@ -38,8 +38,8 @@ struct kv_reserve {
 };
 // Grow a running sequence's reservation to `tokens`, never waiting: granted from
 // free blocks, else kv_full (the BatchTick then preempts). With `preempt` != 0 that
-// sequence's blocks are released first, in the same step, before any waiter is
-// served, so the freed room goes to the grower.
+// sequence's blocks are released (and its device KV freed) first, in the same step,
+// before any waiter is served, so the freed room goes to the grower.
 struct kv_grow {
     sequence_id seq = 0;
     std::int64_t tokens = 0;
@@ -50,13 +50,18 @@ struct kv_extend {
     sequence_id seq = 0;
     std::int64_t length = 0;
 };
-// Returns the sequence's blocks. With `cache`, the tokens its device KV holds: their
-// whole cache blocks may stay cached (seq keep) instead of being freed.
+// Returns the sequence's blocks; the KvManager frees its device KV (da_kv_free) unless
+// it keeps it. With `cache`, the tokens its device KV holds: their whole cache blocks may
+// stay cached (seq keep) instead of being freed. `granted`: the BatchTick took the grant,
+// so jobs may have written the sequence's KV on the device; a grant that came back unused
+// (its request ended while it was on its way) holds on the device only what a prefix
+// cache hit copied in.
 struct kv_release {
     kv_release() = default;
-    explicit kv_release(sequence_id s, std::shared_ptr<const std::vector<prefix_cache::token>> c = {}, cache_key k = {})
-        : seq(s), cache(std::move(c)), scope(k) {}
+    kv_release(sequence_id s, bool g, std::shared_ptr<const std::vector<prefix_cache::token>> c = {}, cache_key k = {})
+        : seq(s), granted(g), cache(std::move(c)), scope(k) {}
     sequence_id seq = 0;
+    bool granted = false;
     std::shared_ptr<const std::vector<prefix_cache::token>> cache;
     cache_key scope{};
 };

@@ -38,8 +38,9 @@ public:
     kv_pool(std::int64_t total_blocks, std::int64_t block_tokens);
 
     std::int64_t blocks_for(std::int64_t tokens) const { return (tokens + block_tokens_ - 1) / block_tokens_; }
-    // Whether a sequence of `tokens` could ever fit (capacity, not current load).
-    bool could_fit(std::int64_t tokens) const { return blocks_for(tokens) <= total_blocks_; }
+    // Tokens the whole pool holds (capacity, not current load): the context an empty pool
+    // offers a sequence (fits_context, actors/schedule_policy.hpp).
+    std::int64_t capacity_tokens() const { return total_blocks_ * block_tokens_; }
 
     [[nodiscard]] std::optional<kv_plan> try_reserve(sequence_id seq, std::int64_t tokens) const;
     void_result commit(const kv_plan& plan);

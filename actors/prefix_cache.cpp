@@ -35,17 +35,18 @@ cache_key prefix_cache::next_key(const cache_key& parent, std::span<const token>
     return cache_key{h & key_mask_, 0};
 }
 
+// The one computation of a run's chained block keys: each block's key from its
+// parent's (the scope's for block 0).
+void prefix_cache::extend_chain(const cache_key& scope, std::span<const token> tokens, std::int64_t blocks,
+                                std::vector<cache_key>& chain) const {
+    for (auto b = std::int64_t(chain.size()); b < blocks; ++b)
+        chain.push_back(next_key(b == 0 ? scope : chain.back(),
+                                 tokens.subspan(std::size_t(b * block_tokens_), std::size_t(block_tokens_))));
+}
+
 std::vector<cache_key> prefix_cache::keys(const cache_key& scope, std::span<const token> tokens,
                                           std::int64_t blocks) const {
-    blocks = std::min(blocks, std::int64_t(tokens.size()) / block_tokens_);
-    std::vector<cache_key> out;
-    out.reserve(std::size_t(std::max<std::int64_t>(0, blocks)));
-    cache_key parent = scope;
-    for (std::int64_t b = 0; b < blocks; ++b) {
-        parent = next_key(parent, tokens.subspan(std::size_t(b * block_tokens_), std::size_t(block_tokens_)));
-        out.push_back(parent);
-    }
-    return out;
+    return chain_of(scope, tokens, blocks, {});
 }
 
 std::optional<prefix_cache::hit> prefix_cache::lookup(const cache_key& scope, std::span<const token> tokens,
@@ -71,8 +72,10 @@ std::optional<prefix_cache::hit> prefix_cache::find_longest(const cache_key& sco
     const std::int64_t blocks = std::min<std::int64_t>(limit, std::int64_t(tokens.size())) / block_tokens_;
     if (blocks == 0) return std::nullopt;
     chain.reserve(std::size_t(blocks));
-    if (!probe_only_)
-        if (auto walked = walk(scope, tokens, blocks, chain, trace)) return *walked;
+    if (!probe_only_) {
+        auto walked = walk(scope, tokens, blocks, chain, trace);
+        if (!walked.collision) return walked.found;
+    }
     chain.clear();
     return probe(scope, tokens, blocks, chain, trace);
 }
@@ -93,19 +96,18 @@ prefix_cache::hit prefix_cache::found(sequence_id seq, entry& e, std::int64_t n,
 // have equal keys). The prompt is hashed only where it leaves one entry for another and
 // read by memcmp elsewhere: a 32k-token turn of a cached conversation costs one
 // comparison and a hash or two, not 512 hashes. Nothing (not a miss) when a key's holder
-// disagrees with the prompt, which only a collision does: the caller then probes.
-std::optional<std::optional<prefix_cache::hit>> prefix_cache::walk(const cache_key& scope, std::span<const token> tokens,
-                                                                   std::int64_t blocks, std::vector<cache_key>& chain,
-                                                                   lookup_trace* trace) {
+// disagrees with the prompt, which only a collision does (`collision`): the caller then probes.
+prefix_cache::walk_result prefix_cache::walk(const cache_key& scope, std::span<const token> tokens, std::int64_t blocks,
+                                             std::vector<cache_key>& chain, lookup_trace* trace) {
+    constexpr walk_result collision{true, std::nullopt};
     const auto b_tokens = std::size_t(block_tokens_);
-    auto block = [&](std::int64_t b) { return tokens.subspan(std::size_t(b) * b_tokens, b_tokens); };
     auto same = [&](const entry& e, std::int64_t from, std::int64_t to) {  // blocks [from, to) equal
         const auto n = std::size_t(to - from) * b_tokens;
         compared_ += n;
         return std::memcmp(e.tokens.data() + std::size_t(from) * b_tokens, tokens.data() + std::size_t(from) * b_tokens,
                            n * sizeof(token)) == 0;
     };
-    chain.push_back(next_key(scope, block(0)));
+    extend_chain(scope, tokens, 1, chain);
     std::int64_t p = 0;         // blocks matched; chain[p] is block p's key
     sequence_id walked = 0;     // the entry followed last, compared with the prompt ...
     std::int64_t walked_from = 0;  // ... from this block on (before it, only its keys were)
@@ -117,20 +119,20 @@ std::optional<std::optional<prefix_cache::hit>> prefix_cache::walk(const cache_k
         if (h == it->second.rend()) break;
         const entry& e = entries_.at(h->seq);
         const std::int64_t end = std::min<std::int64_t>(blocks, std::int64_t(e.tokens.size() / b_tokens));
-        if (end <= p) return std::nullopt;  // it holds the key and has no block p: a collision
+        if (end <= p) return collision;  // it holds the key and has no block p
         std::int64_t q = end;
         if (!same(e, p, end)) {  // where they part: block by block
             q = p;
             while (q < end && same(e, q, q + 1)) ++q;
         }
-        if (q == p) return std::nullopt;  // its key matched and its block did not
+        if (q == p) return collision;  // its key matched and its block did not
         chain.insert(chain.end(), e.keys.begin() + std::ptrdiff_t(p + 1), e.keys.begin() + std::ptrdiff_t(q));
         walked = h->seq;
         walked_from = p;
         p = q;
-        if (p < blocks) chain.push_back(next_key(chain.back(), block(p)));
+        extend_chain(scope, tokens, std::min(p + 1, blocks), chain);
     }
-    if (p == 0) return std::optional<hit>{};  // a miss; chain holds block 0's key
+    if (p == 0) return {};  // a miss; chain holds block 0's key
     // The hit is the one the probe picks: the most recent holder of the longest key whose
     // tokens equal the prompt's. The walked entry was compared from `walked_from` on.
     auto& at = index_.find(chain[std::size_t(p - 1)])->second;
@@ -141,9 +143,9 @@ std::optional<std::optional<prefix_cache::hit>> prefix_cache::walk(const cache_k
             continue;
         // Its tokens are the prompt's: so are its keys (the walk's came partly from others).
         chain.assign(e.keys.begin(), e.keys.begin() + std::ptrdiff_t(p));
-        return std::optional<hit>{found(s->seq, e, p * block_tokens_, trace)};
+        return {false, found(s->seq, e, p * block_tokens_, trace)};
     }
-    return std::nullopt;
+    return collision;
 }
 
 // Assumes nothing of the entries: keys name whole prefixes and every entry indexes all of
@@ -156,11 +158,7 @@ std::optional<prefix_cache::hit> prefix_cache::probe(const cache_key& scope, std
                                                      std::int64_t blocks, std::vector<cache_key>& chain,
                                                      lookup_trace* trace) {
     auto key_of = [&](std::int64_t b) -> const cache_key& {
-        while (std::int64_t(chain.size()) <= b) {
-            const auto i = std::int64_t(chain.size());
-            chain.push_back(next_key(i == 0 ? scope : chain.back(),
-                                     tokens.subspan(std::size_t(i * block_tokens_), std::size_t(block_tokens_))));
-        }
+        extend_chain(scope, tokens, b + 1, chain);
         return chain[std::size_t(b)];
     };
     auto indexed = [&](std::int64_t b) { return index_.find(key_of(b)); };
@@ -193,11 +191,10 @@ std::optional<prefix_cache::hit> prefix_cache::probe(const cache_key& scope, std
 
 std::vector<cache_key> prefix_cache::chain_of(const cache_key& scope, std::span<const token> tokens,
                                               std::int64_t blocks, std::span<const cache_key> known) const {
+    blocks = std::max<std::int64_t>(0, std::min(blocks, std::int64_t(tokens.size()) / block_tokens_));
     std::vector<cache_key> chain(known.begin(), known.begin() + std::min<std::int64_t>(std::int64_t(known.size()), blocks));
     chain.reserve(std::size_t(blocks));
-    for (auto b = std::int64_t(chain.size()); b < blocks; ++b)
-        chain.push_back(next_key(b == 0 ? scope : chain.back(),
-                                 tokens.subspan(std::size_t(b * block_tokens_), std::size_t(block_tokens_))));
+    extend_chain(scope, tokens, blocks, chain);
     return chain;
 }
 

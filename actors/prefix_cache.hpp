@@ -168,7 +168,11 @@ private:
     // an erase and an insert. `places[i]`: the holders of keys[i] (from prefixes_of).
     void hand_over(sequence_id old, sequence_id seq, const std::vector<cache_key>& keys,
                    const std::vector<holders*>& places);
-    // Keys of the first `blocks` blocks of `tokens`, starting from `known` ones.
+    // Appends the keys of `tokens`' blocks from chain.size() up to `blocks` (the one place
+    // block keys are chained).
+    void extend_chain(const cache_key& scope, std::span<const token> tokens, std::int64_t blocks,
+                      std::vector<cache_key>& chain) const;
+    // Keys of the first `blocks` whole blocks of `tokens`, starting from `known` ones.
     std::vector<cache_key> chain_of(const cache_key& scope, std::span<const token> tokens, std::int64_t blocks,
                                     std::span<const cache_key> known) const;
     // Entries (other than `seq`) holding exactly the tokens up to one of `keys`: a prefix of `tokens`.
@@ -181,8 +185,12 @@ private:
     // collision. `chain` receives keys of the prompt's first blocks.
     std::optional<hit> find_longest(const cache_key& scope, std::span<const token> tokens, std::int64_t limit,
                                     std::vector<cache_key>& chain, lookup_trace* trace);
-    std::optional<std::optional<hit>> walk(const cache_key& scope, std::span<const token> tokens, std::int64_t blocks,
-                                           std::vector<cache_key>& chain, lookup_trace* trace);
+    struct walk_result {
+        bool collision = false;    // a key's holder disagreed with the prompt: probe instead
+        std::optional<hit> found;  // otherwise the hit, or nothing (a miss)
+    };
+    walk_result walk(const cache_key& scope, std::span<const token> tokens, std::int64_t blocks,
+                     std::vector<cache_key>& chain, lookup_trace* trace);
     std::optional<hit> probe(const cache_key& scope, std::span<const token> tokens, std::int64_t blocks,
                              std::vector<cache_key>& chain, lookup_trace* trace);
     hit found(sequence_id seq, entry& e, std::int64_t n, lookup_trace* trace);

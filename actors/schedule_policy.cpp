@@ -108,13 +108,32 @@ std::optional<std::size_t> pick_profile(std::span<const std::int64_t> profiles, 
     return std::nullopt;
 }
 
-admission_decision plan_admission(const admission_input& in) {
+admission_decision plan_door(const door_input& in) {
     if (in.device_dead) return {admission::reject, status::device_dead};
     if (!in.accepting) return {admission::reject, status::not_ready};
-    if (!in.kv_could_ever_fit) return {admission::reject, status::context_overflow};
-    if (in.running < in.max_running && in.kv_fits_now && in.queued == 0) return {admission::admit, status::ok};
-    if (in.queued < in.max_queued) return {admission::queue, status::ok};
-    return {admission::reject, status::queue_full};
+    if (!in.fits_context) return {admission::reject, status::context_overflow};
+    if (in.in_flight >= in.max_in_flight) return {admission::reject, status::queue_full};
+    return {admission::admit, status::ok};
+}
+
+admission_decision plan_start(const start_input& in) {
+    if (in.device_dead) return {admission::reject, status::device_dead};
+    if (in.running < in.max_running && in.ahead == 0) return {admission::admit, status::ok};
+    return {admission::queue, status::ok};
+}
+
+bool fits_context(std::int64_t prompt, std::int64_t max_tokens, std::int64_t context) {
+    return prompt + max_tokens <= context;
+}
+
+bool chainable(const chain_input& in) {
+    if (!in.enabled || !in.in_one_decode_job || !in.device_holds_kv || !in.device_draws) return false;
+    return in.tokens_after <= in.kv_tokens && in.tokens_after - in.prompt_len < in.max_tokens;
+}
+
+bool needs_prefill(const prefill_input& in) {
+    if (in.in_job) return in.job_is_prefill;
+    return !in.device_holds_kv || in.pending_tokens > 1;
 }
 
 namespace {

@@ -31,10 +31,12 @@
 //!     waited `ageing` or more goes before any decode. Decodes never starve:
 //!     after `prefill_budget` prefills the decode batch goes first (waiting, if
 //!     need be, for its step boundary).
-//! plan_admission: admit now, queue, or reject with the status to report. The
-//!   engine asks it at the front door (`submit`: device dead, draining, context,
-//!   `max_running + max_queued` in flight) and the BatchTick at `bt_admit` and
-//!   whenever a sequence leaves (`max_running` admitted, the rest wait FCFS).
+//! Admission: `plan_door` at the engine's front door (`submit`: device dead,
+//!   draining, context, `max_running + max_queued` in flight), `plan_start` in the
+//!   BatchTick at `bt_admit` and whenever a sequence leaves (`max_running`
+//!   admitted, the rest wait FCFS). `fits_context` is the one context rule.
+//! Per sequence: `needs_prefill` (its next job a prefill, or the next chunk of
+//!   one) and `chainable` (token chaining) read what the BatchTick knows of it.
 //! pick_profile: the decode program a batch runs in (DeviceActor), and the
 //!   largest one `runtime.max_batch` allows (engine).
 //! KV sizing (`runtime.kv_policy`): `reserve` holds prompt + max_tokens from
@@ -107,15 +109,21 @@ int group_cap(int decoders, const schedule_params& params);
 // The smallest profile holding `rows` (profiles ascending): its index; nullopt when none does.
 std::optional<std::size_t> pick_profile(std::span<const std::int64_t> profiles, std::int64_t rows);
 
-struct admission_input {
-    std::int64_t running = 0;        // admitted sequences (KV requested or held)
-    std::int64_t queued = 0;         // waiting for admission ahead of this one
-    std::int64_t max_running = 0;
-    std::int64_t max_queued = 0;
-    bool kv_fits_now = true;         // false: the KV it needs is not free now (true where the KvManager decides)
-    bool kv_could_ever_fit = true;   // the sequence fits the usable context / an empty pool
+// Admission at the engine's door: every refusal a request can get before it is queued.
+struct door_input {
+    std::int64_t in_flight = 0;      // requests admitted at the door and not yet ended
+    std::int64_t max_in_flight = 0;  // runtime.max_running + runtime.max_queued
+    bool fits_context = true;        // fits_context(prompt, max_tokens, usable context)
     bool accepting = true;           // not draining
     bool device_dead = false;        // the device is dead (checked first)
+};
+// Admission to the BatchTick's table: `max_running` sequences hold (or wait for) KV, the
+// rest wait in arrival order (their number is bounded by the door).
+struct start_input {
+    std::int64_t running = 0;        // admitted sequences (KV requested or held)
+    std::int64_t ahead = 0;          // waiting for admission ahead of this one
+    std::int64_t max_running = 0;
+    bool device_dead = false;
 };
 
 enum class admission : std::uint8_t { admit, queue, reject };
@@ -125,7 +133,42 @@ struct admission_decision {
     friend bool operator==(const admission_decision&, const admission_decision&) = default;
 };
 
-admission_decision plan_admission(const admission_input& in);
+// Reject (device_dead, not_ready, context_overflow, queue_full, in that order) or admit.
+admission_decision plan_door(const door_input& in);
+// Reject (device_dead), admit (room and nobody ahead: FCFS), or queue.
+admission_decision plan_start(const start_input& in);
+
+// The one context-fit rule (the engine's door, the HTTP parameters, the KvManager): a
+// sequence of `prompt` tokens that may generate `max_tokens` more fits `context` tokens
+// (the usable context, or the KV pool's whole capacity) when their sum does. A prompt
+// alone is checked with max_tokens 1: it must leave room for one generated token.
+bool fits_context(std::int64_t prompt, std::int64_t max_tokens, std::int64_t context);
+
+// Token chaining (runtime.chain_tokens): one more decode step may take a row's input
+// token from the device's draw of the decode job it is in.
+struct chain_input {
+    bool enabled = false;             // runtime.chain_tokens
+    bool in_one_decode_job = false;   // exactly one job holds it, a decode, no chained step refused
+    bool device_holds_kv = false;     // that job runs over KV the device keeps
+    bool device_draws = false;        // unconstrained, with parameters the sampling head draws
+    std::int64_t tokens_after = 0;    // its tokens once every job holding it has drawn
+    std::int64_t kv_tokens = 0;       // its KV reservation
+    std::int64_t prompt_len = 0;
+    std::int64_t max_tokens = 0;
+};
+// In one decode job drawn on the device, with room for the step (reservation, max_tokens).
+bool chainable(const chain_input& in);
+
+// Whether a sequence's next job is a prefill: while a job holds it, whether that job is
+// one; otherwise when the device holds none of its KV, or less than all but its last
+// token (the next chunk of a long prompt, runtime.prefill_chunk).
+struct prefill_input {
+    bool in_job = false;
+    bool job_is_prefill = false;
+    bool device_holds_kv = false;
+    std::int64_t pending_tokens = 0;  // tokens the device does not hold yet
+};
+bool needs_prefill(const prefill_input& in);
 
 // KV budgeting per sequence (runtime.kv_policy; the configuration's default is on_demand).
 enum class kv_policy : std::uint8_t { on_demand, reserve };

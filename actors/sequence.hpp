@@ -1,16 +1,24 @@
 #pragma once
 //! One admitted generation as the serving actors see it.
 //!
-//! Ownership is handed along with the job, never shared at once: BatchTick
-//! touches a sequence only while it is not in flight; while a job runs, the
-//! DeviceActor (device_len), then the Sampler (tokens, rng) hold it; the
-//! messages between them order every access (strand posts synchronise).
+//! Ownership is handed along with the job, never shared at once: the BatchTick
+//! touches a sequence only while no job holds it; while a job runs, the
+//! DeviceActor (device_len), then the Sampler (tokens, rng, constraint) hold it;
+//! the messages between them order every access (strand posts synchronise). With
+//! token chaining a decoding sequence may be in two decode jobs at once (the second
+//! takes its input token from the first's draw on the device): the jobs' holders
+//! then own it in job order, and the BatchTick counts its tokens itself
+//! (batch_tick_actor.hpp, `decode_chained`). Its KV is budgeted and, on the device,
+//! copied, kept and freed by the KvManager alone (kv_manager_actor.hpp).
 //!
 //! Invariants: prompt_len <= tokens.size(); device_len <= tokens.size();
-//! the next job feeds tokens[device_len..]: a prefill when device_len == 0
-//! (also after a device reset: re-prefill of prompt + generated so far),
-//! otherwise exactly one decode token. tokens.size() <= kv_tokens <= full_tokens
-//! before each job (the BatchTick grows the reservation first).
+//! the next job feeds tokens[device_len..]: a prefill when the device holds none of
+//! its KV (device_len 0; also after a device reset or a preemption: re-prefill of
+//! prompt + generated so far), or from `cached_tokens` when a prefix cache hit copied
+//! those in, or when the device holds less than all but its last token (the next chunk
+//! of a long prompt, runtime.prefill_chunk); otherwise exactly one decode token.
+//! tokens.size() <= kv_tokens <= full_tokens before each job (the BatchTick grows the
+//! reservation first).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>

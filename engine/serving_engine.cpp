@@ -284,7 +284,7 @@ void serving_engine::spawn_actors(device_actor_options dopt, batch_tick_options 
     device_actor_.lock()->set_journal(journal_);
     session_.lock()->set_journal(journal_);
     device_actor_.lock()->wire(session_, kv_);
-    tick_.lock()->wire(session_, kv_, device_actor_);
+    tick_.lock()->wire(session_, kv_);
     kv_.lock()->wire(device_actor_);
     session_.lock()->wire(tick_, device_actor_, sampler_);
     sampler_.lock()->wire(session_);
@@ -292,10 +292,10 @@ void serving_engine::spawn_actors(device_actor_options dopt, batch_tick_options 
 }
 
 void_result serving_engine::submit(generation_request request, std::shared_ptr<generation_sink> sink) {
-    // Admission at the door (plan_admission); its refusals keep their place among the
+    // Admission at the door (plan_door); its refusals keep their place among the
     // request's own checks: dead, draining, the request, context, sampling, in flight.
     const std::int64_t need = std::int64_t(request.prompt.size()) + request.max_tokens;
-    const auto door = plan_admission(door_admission(need));
+    const auto door = plan_door(door_admission(std::int64_t(request.prompt.size()), request.max_tokens));
     if (door.reason == status::device_dead) return make_error(status::device_dead, "the device is dead");
     if (door.reason == status::not_ready) return make_error(status::not_ready, "server is draining");
     if (request.prompt.empty()) return make_error(status::invalid_argument, "prompt: must not be empty");
@@ -359,15 +359,13 @@ void_result serving_engine::submit(generation_request request, std::shared_ptr<g
     return {};
 }
 
-// Requests in flight beyond max_running count as queued (the BatchTick holds them in order).
-admission_input serving_engine::door_admission(std::int64_t need) const {
-    const std::int64_t in_flight = registry_->in_flight.load();
-    admission_input in;
-    in.running = std::min(in_flight, max_running_);
-    in.queued = in_flight - in.running;
-    in.max_running = max_running_;
-    in.max_queued = max_queued_;
-    in.kv_could_ever_fit = need <= card_.usable_context;
+// The door bounds the requests in flight (running or waiting in the BatchTick) to
+// max_running + max_queued.
+door_input serving_engine::door_admission(std::int64_t prompt, std::int64_t max_tokens) const {
+    door_input in;
+    in.in_flight = registry_->in_flight.load();
+    in.max_in_flight = max_running_ + max_queued_;
+    in.fits_context = fits_context(prompt, max_tokens, card_.usable_context);
     in.accepting = accepting_.load();
     in.device_dead = device_state() == device_health::dead;
     return in;

@@ -54,7 +54,7 @@ class engine_journal;
 struct device_actor_options;
 struct batch_tick_options;
 struct kv_cache_options;
-struct admission_input;
+struct door_input;
 
 struct engine_setup {
     std::filesystem::path package_dir;     // sim backend: a calbin package directory
@@ -126,7 +126,7 @@ private:
     void_result open_device(const config& cfg, const engine_setup& setup);
     void spawn_actors(device_actor_options dopt, batch_tick_options bopt, kv_cache_options cache, std::int64_t kv_blocks,
                       std::int64_t block_tokens, int sampler_threads);
-    admission_input door_admission(std::int64_t need) const;
+    door_input door_admission(std::int64_t prompt, std::int64_t max_tokens) const;
     void start_watch(std::chrono::nanoseconds interval);
     result<std::unique_ptr<sequence_constraint>> make_constraint(output_constraint& c) const;
 

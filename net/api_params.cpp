@@ -4,6 +4,7 @@
 
 #include "net/api_output.hpp"
 #include "net/output_constraint.hpp"
+#include "actors/schedule_policy.hpp"
 
 #include <boost/json.hpp>
 #include <charconv>
@@ -360,9 +361,10 @@ std::optional<api_error> prepare_prompt(api_request& r, const actors::engine& en
     }
     if (r.gen.prompt.empty()) return field_error(prompt_field, "encodes to zero tokens");
     const auto n = static_cast<std::int64_t>(r.gen.prompt.size());
-    if (ctx > 0 && n >= ctx) return no_room(prompt_field, std::to_string(n) + " prompt tokens", ctx);
+    // ctx 0: the engine does not know its context (it decides at its door).
+    if (ctx > 0 && !actors::fits_context(n, 1, ctx)) return no_room(prompt_field, std::to_string(n) + " prompt tokens", ctx);
     if (r.max_tokens) {
-        if (ctx > 0 && n + *r.max_tokens > ctx) {
+        if (ctx > 0 && !actors::fits_context(n, *r.max_tokens, ctx)) {
             return field_error("max_tokens",
                                std::to_string(n) + " prompt tokens + max_tokens " + std::to_string(*r.max_tokens) +
                                    " exceed the usable context of " + std::to_string(ctx),

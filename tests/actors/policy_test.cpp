@@ -32,8 +32,8 @@ TEST_CASE("kv_pool plan/commit/extend/release conserve blocks", "[actors][kv]") 
     REQUIRE(pool.release(2) == 7);
     REQUIRE(pool.free_blocks() == 10);
     REQUIRE(pool.conserved());
-    REQUIRE(pool.could_fit(160));
-    REQUIRE_FALSE(pool.could_fit(161));
+    REQUIRE(fits_context(160, 0, pool.capacity_tokens()));
+    REQUIRE_FALSE(fits_context(161, 0, pool.capacity_tokens()));
 }
 
 namespace {
@@ -278,19 +278,26 @@ TEST_CASE("two runnable sequences alternate", "[actors][schedule]") {
     REQUIRE(order == std::vector<std::uint64_t>{1, 2, 1, 2, 1, 2});
 }
 
-TEST_CASE("plan_admission table", "[actors][schedule]") {
+TEST_CASE("plan_door table", "[actors][schedule]") {
     using d = admission_decision;
-    REQUIRE(admission_input{}.kv_fits_now);  // where the KvManager decides, admission does not ask
-    REQUIRE(plan_admission({0, 0, 4, 4, true, true, true, true}) == d{admission::reject, status::device_dead});
-    REQUIRE(plan_admission({0, 0, 4, 4, true, false, false, true}) == d{admission::reject, status::device_dead});
-    REQUIRE(plan_admission({0, 0, 4, 4, true, false, false}) == d{admission::reject, status::not_ready});
-    REQUIRE(plan_admission({4, 4, 4, 4, true, false, true}) == d{admission::reject, status::context_overflow});
-    REQUIRE(plan_admission({0, 0, 4, 4, true, true, true}) == d{admission::admit, status::ok});
-    REQUIRE(plan_admission({4, 0, 4, 4, true, true, true}) == d{admission::queue, status::ok});
-    REQUIRE(plan_admission({1, 0, 4, 4, false, true, true}) == d{admission::queue, status::ok});
-    REQUIRE(plan_admission({1, 1, 4, 4, true, true, true}) == d{admission::queue, status::ok});  // FCFS: no overtaking
-    REQUIRE(plan_admission({4, 4, 4, 4, true, true, true}) == d{admission::reject, status::queue_full});
-    REQUIRE(plan_admission({0, 0, 4, 0, false, true, true}) == d{admission::reject, status::queue_full});
-    REQUIRE(plan_admission({0, 0, 4, 4, true, false, true}) == d{admission::reject, status::context_overflow});
-    REQUIRE(plan_admission({0, 0, 4, 4, true, true, false}) == d{admission::reject, status::not_ready});
+    // in_flight, max_in_flight, fits_context, accepting, device_dead
+    REQUIRE(plan_door({0, 8, true, true, true}) == d{admission::reject, status::device_dead});
+    REQUIRE(plan_door({0, 8, false, false, true}) == d{admission::reject, status::device_dead});
+    REQUIRE(plan_door({0, 8, false, false, false}) == d{admission::reject, status::not_ready});
+    REQUIRE(plan_door({8, 8, false, true, false}) == d{admission::reject, status::context_overflow});
+    REQUIRE(plan_door({0, 8, true, true, false}) == d{admission::admit, status::ok});
+    REQUIRE(plan_door({7, 8, true, true, false}) == d{admission::admit, status::ok});
+    REQUIRE(plan_door({8, 8, true, true, false}) == d{admission::reject, status::queue_full});
+    REQUIRE(plan_door({0, 0, true, true, false}) == d{admission::reject, status::queue_full});
+}
+
+TEST_CASE("plan_start table", "[actors][schedule]") {
+    using d = admission_decision;
+    // running, ahead, max_running, device_dead
+    REQUIRE(plan_start({0, 0, 4, true}) == d{admission::reject, status::device_dead});
+    REQUIRE(plan_start({0, 0, 4, false}) == d{admission::admit, status::ok});
+    REQUIRE(plan_start({3, 0, 4, false}) == d{admission::admit, status::ok});
+    REQUIRE(plan_start({4, 0, 4, false}) == d{admission::queue, status::ok});
+    REQUIRE(plan_start({1, 1, 4, false}) == d{admission::queue, status::ok});  // FCFS: no overtaking
+    REQUIRE(plan_start({9, 100, 4, false}) == d{admission::queue, status::ok});  // the door bounds the queue
 }

@@ -1,0 +1,210 @@
+// BatchTick, its jobs: forming them (schedule, commit), their ends (bt_slot_free,
+// bt_job_lost) and what the device then holds of each row (device_copy). The actor's
+// role, phases and invariants are in actors/batch_tick_actor.hpp.
+#include <algorithm>
+
+#include "actors/batch_tick_actor.hpp"
+#include "actors/chip_session_actor.hpp"
+#include "actors/kv_manager_actor.hpp"
+#include "actors/request_actor.hpp"
+#include "config/invariant.hpp"
+#include "metrics/metrics.hpp"
+#include "model/sampling/params.hpp"
+
+namespace calserve::actors {
+
+void batch_tick_actor::on(bt_slot_free& m) {
+    slot_free_[device::index_of(m.slot)] = true;
+    job_ended(m.rows, job_end::completed, m.unrun);
+    for (auto seq : m.unrun)
+        if (auto it = entries_.find(seq); it != entries_.end()) stop_awaiting(it->second);
+    for (auto seq : m.go_on) {
+        auto it = entries_.find(seq);
+        if (it == entries_.end() || !stop_awaiting(it->second)) continue;
+        it->second.last_served = rt().now();
+        ++it->second.answers_to_skip;
+    }
+    schedule();
+}
+
+void batch_tick_actor::on(bt_job_lost& m) {
+    slot_free_[device::index_of(m.slot)] = true;
+    job_ended(m.rows, m.culprit ? job_end::failed : job_end::lost);
+}
+
+// A fault, a failed or lost job or a preemption: the device's copy of its KV is gone, and
+// with it what a cache hit copied in and its running cache entry.
+void batch_tick_actor::drop_copy(entry& e) {
+    switch (e.copy()) {
+        case device_copy::copied: e.device.transition_to(device_copy::none); break;
+        case device_copy::held:
+        case device_copy::shared:
+        case device_copy::recopied: e.device.transition_to(device_copy::lost); break;
+        case device_copy::none:
+        case device_copy::lost: break;
+    }
+}
+
+// A failed job counts against its rows' retry budget; a job lost only because it was in
+// flight beside the failed one does not (its rows did nothing wrong).
+void batch_tick_actor::job_ended(const std::vector<sequence_id>& rows, job_end how,
+                                 const std::vector<sequence_id>& unrun) {
+    for (auto seq : rows) {
+        auto it = entries_.find(seq);
+        if (it == entries_.end()) continue;
+        entry& e = it->second;
+        const bool ran = std::find(unrun.begin(), unrun.end(), seq) == unrun.end();
+        if (!ran || how != job_end::completed) --e.tokens_after;  // no draw came of it
+        if (in_two_jobs(e.phase()))
+            one_of_two_ended(e, how, ran);
+        else
+            last_job_ended(seq, e, how);
+    }
+}
+
+// The chained step behind it, or the job it was chained to, still holds it. A token it
+// drew goes to the Request, whose answer is not waited for (the next step is under way).
+// A chained step back unrun leaves its source job holding it, which may not chain again.
+void batch_tick_actor::one_of_two_ended(entry& e, job_end how, bool ran) {
+    if (how != job_end::completed) drop_copy(e);
+    if (how == job_end::completed && ran) {
+        e.seq->failed_jobs = 0;
+        ++e.answers_to_skip;
+    }
+    if (e.phase() == seq_phase::finishing_chained)
+        e.life.transition_to(seq_phase::finishing_job);
+    else
+        e.life.transition_to(ran ? seq_phase::decode : seq_phase::decode_unchained);
+}
+
+void batch_tick_actor::last_job_ended(sequence_id seq, entry& e, job_end how) {
+    const bool finishing = e.phase() == seq_phase::finishing_job;
+    if (how == job_end::completed) {
+        e.seq->failed_jobs = 0;
+        if (!finishing) {
+            e.life.transition_to(seq_phase::awaiting);
+            share_prompt(e);
+        }
+    } else {
+        drop_copy(e);  // its KV is rebuilt: shared again once it is whole
+        if (!finishing) e.life.transition_to(seq_phase::ready);
+        if (how == job_end::failed && ++e.seq->failed_jobs > options_.max_job_retries && !finishing) {
+            give_up(seq, e);
+            return;
+        }
+    }
+    if (finishing) release(seq);
+}
+
+// Once its whole prompt is on the device, the prompt's KV is indexed as a running prefix
+// cache entry, so requests arriving while it runs (the other choices of an n > 1
+// request, a shared system prompt) copy it instead of prefilling it.
+void batch_tick_actor::share_prompt(entry& e) {
+    const auto& s = *e.seq;
+    if (!options_.prefix_cache || e.copy() != device_copy::held || s.device_len < s.prompt_len) return;
+    e.device.transition_to(device_copy::shared);
+    auto prompt = e.looked_up && std::int64_t(e.looked_up->size()) == s.prompt_len
+                      ? std::move(e.looked_up)
+                      : std::make_shared<const std::vector<token_id>>(s.tokens.begin(), s.tokens.begin() + s.prompt_len);
+    e.looked_up.reset();
+    (void)kv_.tell(kv_share{s.seq, std::move(prompt), s.scope}, id());
+}
+
+std::optional<device::slot> batch_tick_actor::free_slot() const {
+    for (auto s : {device::slot::ping, device::slot::pong})
+        if (slot_free_[device::index_of(s)]) return s;
+    return std::nullopt;
+}
+
+// on_demand: a ready sequence whose next job would pass its reservation grows first.
+// Only idle sequences are read: a job's holders write tokens and device_len meanwhile.
+void batch_tick_actor::grow_where_needed() {
+    for (auto& [sid, e] : entries_)
+        if (e.phase() == seq_phase::ready && kv_needs_grow(std::int64_t(e.seq->tokens.size()), e.seq->kv_tokens))
+            grow_kv(e, 0);
+}
+
+std::vector<seq_view> batch_tick_actor::views() const {
+    std::vector<seq_view> out;
+    out.reserve(entries_.size());
+    for (const auto& [sid, e] : entries_) {
+        const auto p = e.phase();
+        if (!holds_kv(p) || ending(p)) continue;
+        // A job's holders own the tokens of a sequence in one: only an idle one's are read.
+        const bool in_job = holds_job(p);
+        const bool prefill = needs_prefill({in_job, p == seq_phase::prefill, device_holds(e.copy()),
+                                            in_job ? 0 : e.seq->pending_tokens()});
+        out.push_back({sid, prefill, p == seq_phase::ready, e.seq->arrived, e.last_served, e.group,
+                       p == seq_phase::awaiting, in_job, p == seq_phase::prefill, chainable(e)});
+    }
+    return out;
+}
+
+// What `chainable` reads of a row (fields of the sequence read here never change after
+// admission; its tokens belong to its job meanwhile, so `tokens_after` counts them).
+bool batch_tick_actor::chainable(const entry& e) const {
+    const auto& s = *e.seq;
+    return actors::chainable({options_.chain_tokens, e.phase() == seq_phase::decode, device_holds(e.copy()),
+                              !s.constraint && model::head_can_sample(s.params), e.tokens_after, s.kv_tokens,
+                              s.prompt_len, s.max_tokens});
+}
+
+void batch_tick_actor::commit(const job_choice& choice, device::slot slot) {
+    const int group = int(device::index_of(slot));
+    std::vector<sequence_ptr> rows;
+    rows.reserve(choice.rows.size());
+    bool chain = false;
+    for (auto sid : choice.rows) {
+        entry& e = entries_.at(sid);
+        if (!choice.prefill && e.phase() == seq_phase::decode) {
+            // Chained: its input token is the draw of the job it is in (plan_next_job only
+            // offers such a row when chainable()).
+            CALSERVE_INVARIANT(chainable(e), "a row in a job joined another without chaining");
+            e.life.transition_to(seq_phase::decode_chained);
+            ++e.tokens_after;
+            e.group = group;
+            chain = true;
+            rows.push_back(e.seq);
+            continue;
+        }
+        const auto copy = e.copy();
+        if (!device_holds(copy)) {
+            // Nothing of it on the device (any more): feed everything, or all after a prefix cache hit.
+            e.seq->device_len = copied_in(copy) ? e.seq->cached_tokens : 0;
+            if (metrics_ && (copy == device_copy::lost || copy == device_copy::recopied))
+                metrics_->requests_recovered.inc();  // after a reset or preemption
+            e.device.transition_to(device_copy::held);
+        }
+        CALSERVE_INVARIANT(std::int64_t(e.seq->tokens.size()) <= e.seq->kv_tokens, "job past the KV reservation");
+        e.life.transition_to(choice.prefill ? seq_phase::prefill : seq_phase::decode);
+        e.tokens_after = std::int64_t(e.seq->tokens.size()) + 1;
+        if (!choice.prefill) e.group = group;
+        if (copy == device_copy::none || copy == device_copy::copied) (void)e.request.tell(rq_scheduled{}, id());
+        rows.push_back(e.seq);
+    }
+    if (!choice.prefill) {
+        // Members of this slot's group left out (the group grew past its cap) go to whichever slot frees next.
+        for (auto& [sid, e] : entries_)
+            if (e.group == group && !holds_job(e.phase())) e.group = k_no_group;
+    }
+    tick_ = after_job(tick_, choice);
+    slot_free_[device::index_of(slot)] = false;
+    (void)session_.tell(cs_run{slot, std::move(rows), choice.prefill, chain}, id());
+}
+
+void batch_tick_actor::schedule() {
+    while (device_up_) {
+        auto slot = free_slot();
+        if (!slot) return;
+        const auto other = *slot == device::slot::ping ? device::slot::pong : device::slot::ping;
+        const bool other_busy = options_.max_inflight >= 2 && !slot_free_[device::index_of(other)];
+        grow_where_needed();
+        auto seqs = views();
+        auto choice = plan_next_job(seqs, tick_, options_.policy, rt().now(),
+                                    slot_view{int(device::index_of(*slot)), other_busy});
+        if (!choice) return;
+        commit(*choice, *slot);
+    }
+}
+
+}  // namespace calserve::actors
