@@ -56,6 +56,11 @@ constexpr key_spec k_schema[] = {
     {"runtime.sampler_threads", integer, "2", 1, 64, "", "threads sampling the rows of one decode batch (the Sampler actor included)"},
     {"runtime.kv_blocks", integer, "0", 0, k_big, "", "cap on KV blocks the scheduler uses; 0 = all the package holds"},
     {"runtime.default_max_tokens", integer, "256", 1, 1048576, "", "max_tokens when a request gives none"},
+    {"runtime.speculative.method", string, "none", 0, 0, "none|ngram", "speculative decoding: none, or ngram = drafts from n-gram lookup in the sequence's own tokens, verified in one device job with the same tokens as plain decoding (docs/speculative.md)"},
+    {"runtime.speculative.draft_tokens", integer, "4", 1, 7, "", "most tokens drafted for one verify (the device's verify width allows 7)"},
+    {"runtime.speculative.ngram_min", integer, "1", 1, 64, "", "shortest suffix n-gram looked up"},
+    {"runtime.speculative.ngram_max", integer, "3", 1, 64, "", "longest suffix n-gram looked up (tried first; at least ngram_min)"},
+    {"runtime.speculative.max_batch", integer, "4", 1, 256, "", "a step with more live rows than this drafts nothing (big batches are compute-bound)"},
 
     {"device.wait_timeout_ms", integer, "10000", 1, 3600000, "", "floor of a job's device Wait() bound (docs/faults.md, \"Wait bounds\")"},
     {"device.wait_cost_factor", number, "4", 1, 1000, "", "a job's Wait() bound is max(wait_timeout_ms, this x the device's expected completion of it)"},

@@ -109,6 +109,8 @@ void add_sampling_head(submodel_desc& d, std::int64_t k, std::uint64_t& end) {
     d.outputs.push_back(place(k_head_topk_logits, {b, k}, dtype::fp32));
     d.outputs.push_back(place(k_head_topk_ids, {b, k}, dtype::int32));
     d.outputs.push_back(place(k_head_lse, {b}, dtype::fp64));
+    d.inputs.push_back(place(k_head_drafts, {b, k_verify_drafts_max}, dtype::int32));
+    d.outputs.push_back(place(k_head_accepted, {b}, dtype::int32));
     d.head_k = k;
 }
 

@@ -18,6 +18,8 @@
 //!                                          row's log-sum-exp at its temperature, shifted by
 //!                                          max * inv_t (model::top_k_row); NaN, ids -1 when
 //!                                          the row holds NaN/+inf
+//!   input  "draft_tokens"   int32  [B,D]   verify rows: the row's drafted tokens (D = k_verify_drafts_max)
+//!   output "accepted"       int32  [B]     verify rows: drafts kept (0 for every other row)
 //! "logits" stays: rows in mode `logits` (or a job that writes no "sample_params")
 //! read it as before. The output copy (D2H) moves, per live row, only what its mode
 //! returns: logits vocab x 2 B, sample 4 + 32 B, top_k K x 8 + 8 B.
@@ -34,6 +36,13 @@
 //! row `chain_row` of that earlier job's head output (a D2D copy on the device);
 //! the job must still be known to the device, that row must be the same sequence
 //! and sampled there. Its "token" input is then not read.
+//! Verify rows (speculative decoding, docs/device.md "Verify jobs"): a drawn row whose
+//! `cur_seq_len` is 1 + d (0 < d <= D) carries d drafted tokens in "draft_tokens"; the
+//! program computes its d + 1 positions in one pass and the head draws position i with
+//! the RNG state after the i draws before it, as i more plain steps would; it stops at
+//! the first draw that differs from draft i + 1. "accepted" = the drafts kept, "sampled"
+//! = the last draw, "rng_state" = the state after it. The sequence's KV then holds all
+//! d + 1 positions: the host drops the rejected ones with `kv_keep` before its next job.
 #include <cstdint>
 #include <string_view>
 
@@ -47,6 +56,11 @@ inline constexpr std::string_view k_head_rng = "rng_state";
 inline constexpr std::string_view k_head_topk_logits = "topk_logits";
 inline constexpr std::string_view k_head_topk_ids = "topk_ids";
 inline constexpr std::string_view k_head_lse = "lse";
+inline constexpr std::string_view k_head_drafts = "draft_tokens";
+inline constexpr std::string_view k_head_accepted = "accepted";
+
+// Most drafted tokens one row of a verify job carries (the "draft_tokens" width D).
+inline constexpr std::int64_t k_verify_drafts_max = 7;
 
 enum class head_mode : std::uint32_t {
     logits = 0,  // the row's full logits (the host samples: penalties, bias, masks, logprobs)

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "device/package_spec.hpp"
 #include "device/sim/reference_model.hpp"
 
 namespace calserve::device::sim {
@@ -66,13 +67,19 @@ package_spec cpu_package_spec(const model::hf_config& hf, std::int64_t context, 
 }
 
 result<std::shared_ptr<sim_device>> open_cpu_device(const std::filesystem::path& model_dir, const config& cfg,
-                                                    sim_scheduler& scheduler, std::shared_ptr<fault_registry> faults) {
+                                                    sim_scheduler& scheduler, std::shared_ptr<fault_registry> faults,
+                                                    std::int64_t head_k) {
     auto hf = model::load_hf_config(model_dir);
     if (!hf) return hf.error();
     const std::int64_t context = std::min<std::int64_t>(hf->max_position_embeddings, cfg.integer("runtime.slot_context"));
     const std::int64_t max_batch = cfg.integer("runtime.max_batch");
     auto spec = cpu_package_spec(*hf, context, cfg.integer("runtime.max_running"), model_dir,
                                  max_batch > 0 ? max_batch : k_cpu_default_max_batch);
+    if (head_k > 0) {
+        spec.sampling_head_k = std::min(head_k, spec.vocab_size);
+        for (auto& sm : spec.submodels)
+            if (sm.kind == submodel_kind::decode) add_sampling_head(sm, spec.sampling_head_k);
+    }
     sim_options o = sim_options_for(cfg, scheduler, std::move(faults));
     const auto arith = model::parse_arithmetic(cfg.string("device.cpu_arithmetic")).value_or(model::arithmetic::bf16);
     o.make_model = reference_model_factory(static_cast<int>(cfg.integer("device.sim.model_threads")), arith);

@@ -26,8 +26,10 @@ inline constexpr std::int64_t k_cpu_default_max_batch = 16;
 package_spec cpu_package_spec(const model::hf_config& hf, std::int64_t context, std::int64_t sequences,
                               const std::filesystem::path& model_dir, std::int64_t max_batch = 1);
 
-// Creates, loads, configures and warms up the cpu backend for `model_dir`.
+// Creates, loads, configures and warms up the cpu backend for `model_dir`. `head_k` > 0:
+// its decode programs end in a sampling head of that top-k (the runner's verify jobs need one).
 result<std::shared_ptr<sim_device>> open_cpu_device(const std::filesystem::path& model_dir, const config& cfg,
-                                                    sim_scheduler& scheduler, std::shared_ptr<fault_registry> faults = {});
+                                                    sim_scheduler& scheduler, std::shared_ptr<fault_registry> faults = {},
+                                                    std::int64_t head_k = 0);
 
 }  // namespace calserve::device::sim

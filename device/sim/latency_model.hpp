@@ -69,6 +69,10 @@ public:
     // tokens touch), KV read per live row, compute and D2D per row (padding
     // included), launch and syncs once. step_ms >= 0 replaces it (one step, any batch).
     step_breakdown decode_batch_step(std::span<const std::int64_t> pasts, std::int64_t batch) const;
+    // A verify step (speculative decoding, latency_verify.cpp): live row i appends runs[i]
+    // positions (1 + its drafts) to pasts[i]; every row computes the widest run.
+    step_breakdown verify_batch_step(std::span<const std::int64_t> pasts, std::span<const std::int64_t> runs,
+                                     std::int64_t batch) const;
     // The sampling head over `rows` rows (docs/device.md "Sampling head"): two passes over
     // each row's BF16 logits in DRAM (the cut, then the draw), on the slowest chip's
     // bandwidth. Part of the program: `step_ms` >= 0 replaces it with the rest.

@@ -177,6 +177,13 @@ private:
         std::vector<float> topk_logits;        // head_k per row
         std::vector<std::int32_t> topk_ids;
         std::vector<double> lse;               // per row: log_z (model::top_k_row)
+        // Verify rows (sim_verify.cpp): positions per row (1 + drafts; 0 padding; empty: no row
+        // drafts), the drafts (k_verify_drafts_max per row), every live position's BF16 logits
+        // in row order, and what the head kept per row.
+        std::vector<std::int64_t> runs;
+        std::vector<model::token_id> drafts;
+        std::vector<std::byte> verify_bf16;
+        std::vector<std::int32_t> accepted;
         bool compute_done = false;
         bool timer_done = false;
         bool finished = false;
@@ -230,6 +237,14 @@ private:
     void run_head(job& j, std::span<const std::byte> bf16_logits);  // model_mutex_ held
     void remember_head_job(const std::shared_ptr<job>& j);
     std::uint64_t output_bytes(const job& j, const submodel_desc& sm) const;
+    // Verify jobs (sim_verify.cpp): the rows' runs from their cur_seq_len, the drafts'
+    // checks, one pass over every position, and the head's draws along the drafts.
+    bool may_verify(const submodel_desc& sm, const buffer_set& b) const;
+    void_result validate_drafts(const submodel_desc& sm, const buffer_set& b, std::span<const seq_id> rows,
+                                std::span<const head_row> head) const;
+    void take_verify_inputs(job& j, const submodel_desc& sm, const buffer_set& b) const;
+    void_result compute_verify(job& j, std::vector<float>& logits);  // model_mutex_ held
+    void draw_verify_row(job& j, std::size_t row, model::request_rng& rng);  // model_mutex_ held
     void write_head_outputs(job& j, const submodel_desc& sm, buffer_set& b) const;
     step_breakdown modelled_step(const job& j, const submodel_desc& sm) const;
     std::vector<std::uint64_t> live_rows(const job& j) const;

@@ -85,6 +85,7 @@ void sim_device::run_head(job& j, std::span<const std::byte> bf16_logits) {
     j.topk_logits.assign(rows * k, 0.0f);
     j.topk_ids.assign(rows * k, -1);
     j.lse.assign(rows, 0.0);
+    j.accepted.assign(rows, 0);
     const std::span<const model::bf16> all(reinterpret_cast<const model::bf16*>(bf16_logits.data()),
                                            bf16_logits.size() / sizeof(model::bf16));
     for (std::size_t b = 0; b < rows && b < j.head.size(); ++b) {
@@ -115,8 +116,11 @@ void sim_device::run_head(job& j, std::span<const std::byte> bf16_logits) {
             std::copy_n(src->rng_out.begin() + std::ptrdiff_t(r * 4), 4, state.begin());
         }
         rng.restore(state);
-        auto drawn = head_sampler_.sample(row, params_of(h), {}, rng);
-        if (drawn) j.sampled[b] = drawn->token;  // else -1: NaN/Inf logits, bad parameters
+        if (!j.runs.empty() && j.runs[b] > 1) {
+            draw_verify_row(j, b, rng);  // sim_verify.cpp: the draws along the row's drafts
+        } else if (auto drawn = head_sampler_.sample(row, params_of(h), {}, rng)) {
+            j.sampled[b] = drawn->token;  // else -1: NaN/Inf logits, bad parameters
+        }
         std::copy(rng.state().begin(), rng.state().end(), j.rng_out.begin() + std::ptrdiff_t(b * 4));
     }
     j.head_done = true;
@@ -133,7 +137,9 @@ std::uint64_t sim_device::output_bytes(const job& j, const submodel_desc& sm) co
     }
     std::uint64_t bytes = 0;
     for (std::size_t b = 0; b < j.rows.size() && b < j.head.size(); ++b)
-        if (j.rows[b] != k_padding_row) bytes += head_row_d2h_bytes(head_mode(j.head[b].mode), sm.head_k, spec_.vocab_size);
+        if (j.rows[b] != k_padding_row)
+            bytes += head_row_d2h_bytes(head_mode(j.head[b].mode), sm.head_k, spec_.vocab_size) +
+                     (!j.runs.empty() && j.runs[b] > 1 ? sizeof(std::int32_t) : 0);  // a verify row's "accepted"
     return bytes;
 }
 
@@ -158,6 +164,8 @@ void sim_device::write_head_outputs(job& j, const submodel_desc& sm, buffer_set&
             put(j.topk_ids);
         } else if (t.name == k_head_lse) {
             put(j.lse);
+        } else if (t.name == k_head_accepted) {
+            put(j.accepted);
         }
     }
 }

@@ -53,7 +53,10 @@ void_result sim_device::validate_row(const submodel_desc& sm, const buffer_set& 
     if (!b.csr_cur[row] || !b.csr_past[row])
         return make_error(status::bad_csr, who + "cur_seq_len and past_kv_cur_seq_len must be written");
     const std::int64_t tokens = tokens_of(sm, b);
-    if (static_cast<std::int64_t>(*b.csr_cur[row]) != tokens)
+    // A verify row (sim_verify.cpp) appends 1 + its drafts; any other row the sliced tokens.
+    const auto run = static_cast<std::int64_t>(*b.csr_cur[row]);
+    const bool verify_row = run > tokens && run <= 1 + k_verify_drafts_max && may_verify(sm, b);
+    if (run != tokens && !verify_row)
         return make_error(status::bad_csr, who + "cur_seq_len " + std::to_string(*b.csr_cur[row]) + " != sliced tokens " +
                                                std::to_string(tokens));
     if (!kv_->contains(seq)) return make_error(status::unknown_sequence, who + "KV sequence " + std::to_string(seq));
@@ -62,10 +65,10 @@ void_result sim_device::validate_row(const submodel_desc& sm, const buffer_set& 
     if (static_cast<std::int64_t>(*b.csr_past[row]) != held)
         return make_error(status::bad_csr, who + "past_kv_cur_seq_len " + std::to_string(*b.csr_past[row]) + " != " +
                                                std::to_string(held) + " tokens held by sequence " + std::to_string(seq));
-    if (held + tokens > spec_.context)
-        return make_error(status::bad_csr, who + "past + cur = " + std::to_string(held + tokens) + " exceeds context " +
+    if (held + run > spec_.context)
+        return make_error(status::bad_csr, who + "past + cur = " + std::to_string(held + run) + " exceeds context " +
                                                std::to_string(spec_.context));
-    if (held + tokens > kv_->capacity_of(seq))
+    if (held + run > kv_->capacity_of(seq))
         return make_error(status::kv_full, who + "sequence " + std::to_string(seq) + " has KV for " +
                                                std::to_string(kv_->capacity_of(seq)) + " tokens; kv_apply first");
     const auto first = static_cast<std::int64_t>(row) * tokens;
@@ -102,7 +105,8 @@ void_result sim_device::validate_job(const submodel_desc& sm, const buffer_set& 
     if (sm.batch > 1 && (sm.kind != submodel_kind::decode || tokens_of(sm, b) != 1))
         return make_error(status::unsupported, sm.name + ": batched jobs are one-token decode steps");
     for (std::size_t k = 0; k < sm.inputs.size(); ++k) {
-        if (sm.inputs[k].name == k_head_params) continue;  // optional: unwritten, every row gets its logits
+        // Optional: unwritten, every row gets its logits / no row drafts.
+        if (sm.inputs[k].name == k_head_params || sm.inputs[k].name == k_head_drafts) continue;
         if (!b.written[k])
             return make_error(status::missing_tensor, sm.name + "/" + sm.inputs[k].name + " not written for this job");
     }
@@ -113,7 +117,7 @@ void_result sim_device::validate_job(const submodel_desc& sm, const buffer_set& 
         const bool chained = row < head.size() && head[row].chain_job != 0;
         if (auto r = validate_row(sm, b, row, rows[row], chained); !r) return r;
     }
-    return {};
+    return validate_drafts(sm, b, rows, head);
 }
 
 std::vector<model::token_id> sim_device::snapshot_tokens(const submodel_desc& sm, const buffer_set& b) const {
@@ -131,9 +135,13 @@ std::vector<std::uint64_t> sim_device::live_rows(const job& j) const {
 // pasts; a prefill as one sequence's step.
 step_breakdown sim_device::modelled_step(const job& j, const submodel_desc& sm) const {
     if (sm.kind == submodel_kind::decode && j.row_tokens == 1) {
-        std::vector<std::int64_t> pasts;
-        for (std::size_t b = 0; b < j.rows.size(); ++b)
-            if (j.rows[b] != k_padding_row) pasts.push_back(j.pasts[b]);
+        std::vector<std::int64_t> pasts, runs;
+        for (std::size_t b = 0; b < j.rows.size(); ++b) {
+            if (j.rows[b] == k_padding_row) continue;
+            pasts.push_back(j.pasts[b]);
+            if (!j.runs.empty()) runs.push_back(j.runs[b]);
+        }
+        if (!runs.empty()) return latency_->verify_batch_step(pasts, runs, std::max<std::int64_t>(1, sm.batch));
         return latency_->decode_batch_step(pasts, std::max<std::int64_t>(1, sm.batch));
     }
     return latency_->step(sm.kind, j.row_tokens, j.past);
@@ -172,9 +180,10 @@ void sim_device::schedule_timing(job& j, const submodel_desc& sm, std::uint64_t 
     const std::uint64_t out_bytes = output_bytes(j, sm);
     auto step = modelled_step(j, sm);
     if (!step.overridden && !j.head.empty()) {  // the head's passes over its rows' logits
-        std::int64_t drawn = 0;
+        std::int64_t drawn = 0;  // rows the head reads; a verify row: each of its positions
         for (std::size_t b = 0; b < j.head.size(); ++b)
-            if (j.rows[b] != k_padding_row && head_mode(j.head[b].mode) != head_mode::logits) ++drawn;
+            if (j.rows[b] != k_padding_row && head_mode(j.head[b].mode) != head_mode::logits)
+                drawn += j.runs.empty() ? 1 : j.runs[b];
         step.total_ms += latency_->head_ms(drawn);
     }
     const std::int64_t compute_ns = ms_to_ns(step.total_ms + extra_compute_ms);
@@ -237,11 +246,13 @@ result<job_id> sim_device::infer_rows(std::string_view submodel, slot s, std::sp
         j->past = seq_length_[j->sequence];
         j->row_tokens = tokens_of(sm, b);
         j->tokens = snapshot_tokens(sm, b);
+        take_verify_inputs(*j, sm, b);
         j->epoch = epoch_;
         double extra_compute_ms = 0, extra_done_ms = 0;
         decide_fate(*j, sm, extra_compute_ms, extra_done_ms);
         schedule_timing(*j, sm, b.written_bytes, extra_compute_ms, extra_done_ms);
-        for (seq_id r : live) seq_length_[r] += j->row_tokens;
+        for (std::size_t row = 0; row < rows.size(); ++row)
+            if (rows[row] != k_padding_row) seq_length_[rows[row]] += j->runs.empty() ? j->row_tokens : j->runs[row];
         // The next job on this slot must write every input and CSR again.
         std::fill(b.written.begin(), b.written.end(), false);
         b.written_bytes = 0;
@@ -292,6 +303,7 @@ void_result sim_device::compute_rows(job& j, std::vector<float>& logits) {
     logits.resize(vocab * j.rows.size());
     if (spec_.submodels[j.submodel_index].kind != submodel_kind::decode || j.row_tokens != 1)
         return model_->prefill(j.sequence, j.tokens, logits);  // batch 1 (validated)
+    if (!j.runs.empty()) return compute_verify(j, logits);
     std::vector<model::seq_id> seqs;
     std::vector<model::token_id> toks;
     std::vector<std::size_t> where;
@@ -465,7 +477,9 @@ void sim_device::finish(job& j, pending_calls& calls) {
     }
     if (!j.outcome) {
         write_logits(j);
-        job_result r{j.id, sm.name, j.slot, j.sequence, j.row_tokens, j.past + j.row_tokens, j.timing, j.rows};
+        const std::int64_t first_run = j.runs.empty() ? j.row_tokens : j.runs[std::size_t(
+            std::find(j.rows.begin(), j.rows.end(), j.sequence) - j.rows.begin())];
+        job_result r{j.id, sm.name, j.slot, j.sequence, j.row_tokens, j.past + first_run, j.timing, j.rows};
         j.outcome = std::move(r);
     }
     if (spare_encoded_.size() < k_spare_logits && !j.logits_out.empty()) spare_encoded_.push_back(std::move(j.logits_out));

@@ -55,6 +55,26 @@ public:
             if (auto r = decode(seqs[i], tokens[i], logits.subspan(i * vocab, vocab)); !r) return r;
         return {};
     }
+    // A verify step (speculative decoding): appends counts[i] >= 1 tokens to seqs[i]
+    // (distinct, known) and writes the logits of every new position, sequence by sequence
+    // (sum(counts) x vocab_size floats). Position j of a run gets exactly the logits that
+    // decoding the run's tokens one at a time would give. The default does that;
+    // implementations override it to read the weights once for all the positions.
+    virtual void_result decode_runs(std::span<const seq_id> seqs, std::span<const std::int64_t> counts,
+                                    std::span<const token_id> tokens, std::span<float> logits) {
+        const auto vocab = static_cast<std::size_t>(shape().vocab_size);
+        std::size_t total = 0;
+        for (auto c : counts) total += c > 0 ? static_cast<std::size_t>(c) : 0;
+        if (seqs.size() != counts.size() || tokens.size() != total || logits.size() != total * vocab)
+            return make_error(status::invalid_argument, "decode_runs: sizes of seqs, counts, tokens and logits disagree");
+        std::size_t at = 0;
+        for (std::size_t i = 0; i < seqs.size(); ++i) {
+            if (counts[i] < 1) return make_error(status::invalid_argument, "decode_runs: a run needs a token");
+            for (std::int64_t j = 0; j < counts[i]; ++j, ++at)
+                if (auto r = decode(seqs[i], tokens[at], logits.subspan(at * vocab, vocab)); !r) return r;
+        }
+        return {};
+    }
     // Number of tokens cached for `seq` (0 if unknown).
     virtual std::int64_t sequence_length(seq_id seq) const = 0;
     // Seq copy: `dst` (unknown or empty) receives the first `tokens` positions of

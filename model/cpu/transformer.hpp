@@ -73,6 +73,9 @@ public:
     void_result decode(seq_id seq, token_id token, std::span<float> logits) override;
     void_result decode_batch(std::span<const seq_id> seqs, std::span<const token_id> tokens,
                              std::span<float> logits) override;
+    // One forward pass over every position of every run (row-exact: transformer_verify.cpp).
+    void_result decode_runs(std::span<const seq_id> seqs, std::span<const std::int64_t> counts,
+                            std::span<const token_id> tokens, std::span<float> logits) override;
     // Like prefill, but writes the logits of every new position (tokens.size() x vocab).
     void_result prefill_all(seq_id seq, std::span<const token_id> tokens, std::span<float> logits);
     std::int64_t sequence_length(seq_id seq) const override;

@@ -64,16 +64,19 @@ TEST_CASE("package_spec lists every decode profile with [B,1] inputs, [B,1,vocab
         CHECK(spec->find(d.name) == &d);
         CHECK(d.batch == b);
         CHECK(d.max_tokens == 1);
-        // token, position, and the sampling head's sample_params (the tiny presets pack a head).
-        REQUIRE(d.inputs.size() == 3);
+        // token, position, and the sampling head's sample_params and draft_tokens (the tiny presets pack a head).
+        REQUIRE(d.inputs.size() == 4);
         CHECK(d.inputs[2].name == "sample_params");
         CHECK(d.inputs[2].shape == std::vector<std::int64_t>{b, 16});
+        CHECK(d.inputs[3].name == "draft_tokens");
+        CHECK(d.inputs[3].shape == std::vector<std::int64_t>{b, 7});
         CHECK(d.head_k == 64);
         CHECK(d.inputs[0].name == "token");
         CHECK(d.inputs[0].shape == std::vector<std::int64_t>{b, 1});
         CHECK(d.inputs[0].type == dtype::int32);
         CHECK(d.inputs[1].shape == std::vector<std::int64_t>{b, 1});
-        REQUIRE(d.outputs.size() == 6);  // logits, then sampled, rng_state, topk_logits, topk_ids, lse
+        REQUIRE(d.outputs.size() == 7);  // logits, then sampled, rng_state, topk_logits, topk_ids, lse, accepted
+        CHECK(d.outputs[6].name == "accepted");
         CHECK(d.outputs[1].name == "sampled");
         CHECK(d.outputs[1].bytes == std::uint64_t(4 * b));
         CHECK(d.outputs[3].shape == std::vector<std::int64_t>{b, 64});
