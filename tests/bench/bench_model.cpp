@@ -215,6 +215,38 @@ BENCHMARK(BM_decode_q8_forms)
     ->MinTime(2.0)
     ->UseRealTime();
 
+// A verify step of speculative decoding (decode_runs): range(0) rows of range(1) positions
+// each (1 = a plain decode step), one row-exact pass; the rows are truncated back after
+// each step, as rejected drafts are. Side by side, step time at 5 positions over 1 is the
+// cost of verifying 4 drafts (docs/performance.md "Speculative decoding").
+void BM_verify_qwen3_0_6b_bf16(benchmark::State& state) {
+    auto& m = shared_model();
+    const auto rows = static_cast<std::size_t>(state.range(0));
+    const auto positions = state.range(1);
+    const auto vocab = static_cast<std::size_t>(m.shape().vocab_size);
+    std::vector<float> logits(vocab * rows * static_cast<std::size_t>(positions));
+    std::vector<model::seq_id> seqs;
+    std::vector<std::int64_t> counts(rows, positions);
+    std::vector<model::token_id> toks;
+    for (std::size_t b = 0; b < rows; ++b) {
+        std::vector<model::token_id> prompt{9707, 11, 1879, static_cast<model::token_id>(b)};
+        if (!m.prefill(200 + b, prompt, std::span(logits.data(), vocab))) state.SkipWithError("prefill failed");
+        seqs.push_back(200 + b);
+        for (std::int64_t i = 0; i < positions; ++i) toks.push_back(static_cast<model::token_id>(1000 + b + std::size_t(i)));
+    }
+    for (auto _ : state) {
+        if (!m.decode_runs(seqs, counts, toks, logits)) state.SkipWithError("verify failed");
+        benchmark::DoNotOptimize(logits.data());
+        for (auto s : seqs) (void)m.truncate(s, 4);
+    }
+    m.free_all();
+    state.counters["positions/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * double(rows) * double(positions),
+                                                       benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_verify_qwen3_0_6b_bf16)
+    ->Args({1, 1})->Args({1, 3})->Args({1, 5})->Args({4, 1})->Args({4, 5})
+    ->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
+
 void prefill_bench(benchmark::State& state, model::transformer& m) {
     std::vector<model::token_id> prompt(static_cast<std::size_t>(state.range(0)));
     for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<model::token_id>((i * 7919) % 151936);
