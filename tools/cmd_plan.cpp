@@ -88,8 +88,8 @@ void print_kv_comparison(const pkg::kv_comparison& c) {
 }
 
 // A decode profile's output copy per step (every row live) with and without the
-// sampling head, and the head's I/O buffers (sample_params in; sampled, rng_state,
-// top-k logits and ids, lse out; ping and pong).
+// sampling head, and the head's I/O buffers (sample_params and draft_tokens in; sampled,
+// rng_state, top-k logits and ids, lse and accepted out; ping and pong).
 struct head_figures {
     std::uint64_t logits = 0, drawn = 0, top_k = 0, io = 0;
 };
@@ -101,7 +101,7 @@ head_figures head_bytes(const pkg::package& p, std::uint64_t batch) {
     h.drawn = batch * dev::head_row_d2h_bytes(dev::head_mode::sample, k, vocab);
     h.top_k = batch * dev::head_row_d2h_bytes(dev::head_mode::top_k, k, vocab);
     h.io = 2 * batch * (std::uint64_t(dev::k_head_row_words) * 4 + 4 + std::uint64_t(dev::k_head_rng_words) * 4 +
-                        std::uint64_t(k) * 8 + 8);
+                        std::uint64_t(k) * 8 + 8 + std::uint64_t(dev::k_verify_drafts_max) * 4 + 4);
     return h;
 }
 
