@@ -1,6 +1,7 @@
 #include "engine/traced_engine.hpp"
 
 #include <charconv>
+#include <chrono>
 #include <spdlog/spdlog.h>
 
 #include "actors/runtime/realtime_driver.hpp"
@@ -144,6 +145,33 @@ io::trace_arm to_trace(const device::fault_spec& f, std::int64_t t_ns) {
     return a;
 }
 
+// Wraps a request's sink while a trace is on: measures its first token and finish on
+// the daemon's steady clock from the moment the driver applied the submit, and records
+// the outcome with how far that moment was past the submit's virtual stamp on the
+// driver's wall-clock mapping (0 unless virtual time lagged the wall clock).
+// Sinks run on the driver thread here (deterministic runtime), as the recorder must.
+struct timed_sink final : generation_sink {
+    using clock = std::chrono::steady_clock;
+    std::shared_ptr<generation_sink> inner;
+    std::weak_ptr<trace_recorder> recorder;
+    const runtime* rt = nullptr;
+    std::string id;
+    clock::time_point start;
+    std::int64_t ttft_ns = -1, apply_lag_ns = 0;
+
+    void on_token(const generated_token& token) override {
+        if (ttft_ns < 0) ttft_ns = (clock::now() - start).count();
+        inner->on_token(token);
+    }
+    void on_finish(const generation_result& r) override {
+        const std::int64_t e2e_ns = (clock::now() - start).count();
+        if (auto rec = recorder.lock())
+            rec->record(io::trace_done{rt->now().count(), id, to_string(r.reason), r.tokens.completion_tokens, ttft_ns,
+                                       e2e_ns, apply_lag_ns});
+        inner->on_finish(r);
+    }
+};
+
 }  // namespace
 
 traced_engine::traced_engine(generation_host& host, realtime_driver& driver, io::trace_header header,
@@ -168,8 +196,16 @@ void traced_engine::record(const io::trace_record& r) {
 
 void_result traced_engine::submit(generation_request request, std::shared_ptr<generation_sink> sink) {
     return driver_.call([&]() -> void_result {
-        if (recorder_) record(to_trace(request, driver_.rt().now().count()));
-        return host_.submit(std::move(request), std::move(sink));
+        if (!recorder_) return host_.submit(std::move(request), std::move(sink));
+        record(to_trace(request, driver_.rt().now().count()));
+        auto timed = std::make_shared<timed_sink>();
+        timed->inner = std::move(sink);
+        timed->recorder = recorder_;
+        timed->rt = &driver_.rt();
+        timed->id = request.id;
+        timed->start = timed_sink::clock::now();
+        timed->apply_lag_ns = (timed->start - driver_.wall_time_of(driver_.rt().now())).count();
+        return host_.submit(std::move(request), std::move(timed));
     });
 }
 

@@ -7,7 +7,9 @@
 //! arm/clear, device reset, model load/rollback/unload — is handed to
 //! the driver thread and, while a trace is on, recorded there as a trace input
 //! stamped with the virtual time at which it was applied. The runtime's
-//! delivery hook records every actor message. `calserve replay` re-applies the
+//! delivery hook records every actor message, and each request's outcome as
+//! the daemon measured it on its steady clock (io::trace_done: the "recorded"
+//! side of a what-if replay, docs/twin.md). `calserve replay` re-applies the
 //! inputs at those times on a fresh deterministic runtime and gets the same
 //! message stream (docs/trace.md).
 //!
@@ -122,7 +124,9 @@ private:
     generation_host& host_;
     realtime_driver& driver_;
     io::trace_header header_;
-    std::unique_ptr<trace_recorder> recorder_;  // driver thread only
+    // Driver thread only. Shared so that a request's outcome record goes to the trace that
+    // was on when it was submitted, and to none once that trace is closed.
+    std::shared_ptr<trace_recorder> recorder_;
 };
 
 }  // namespace calserve::actors

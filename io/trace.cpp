@@ -89,6 +89,11 @@ json::object to_json(const trace_message& m) {
 json::object to_json(const trace_fire& f) {
     return {{"k", "fire"}, {"t", f.t_ns}, {"point", f.point}, {"arm_id", f.arm_id}};
 }
+json::object to_json(const trace_done& d) {
+    return {{"k", "done"},       {"t", d.t_ns},     {"id", d.id},         {"reason", d.reason},
+            {"output_tokens", d.output_tokens}, {"ttft_ns", d.ttft_ns}, {"e2e_ns", d.e2e_ns},
+            {"apply_lag_ns", d.apply_lag_ns}};
+}
 json::object to_json(const trace_end& e) {
     return {{"k", "end"}, {"t", e.t_ns}, {"messages", e.messages}, {"dropped", e.dropped}};
 }
@@ -208,6 +213,11 @@ trace_record from_json(const json::object& o) {
             throw std::invalid_argument("unknown model operation \"" + m.op + "\"");
         return m;
     }
+    if (kind == "done")
+        return trace_done{get<std::int64_t>(o, "t"),         get<std::string>(o, "id"),
+                          get<std::string>(o, "reason"),     get<std::int64_t>(o, "output_tokens"),
+                          get<std::int64_t>(o, "ttft_ns"),   get<std::int64_t>(o, "e2e_ns"),
+                          get<std::int64_t>(o, "apply_lag_ns")};
     if (kind == "header") return header_of(o);
     if (kind == "end")
         return trace_end{get<std::int64_t>(o, "t"), get<std::uint64_t>(o, "messages"), get<std::uint64_t>(o, "dropped")};
@@ -268,6 +278,7 @@ result<trace_file> read_trace(const std::string& path) {
         std::visit(overloaded{[&](trace_header& h) { file.header = std::move(h), have_header = true; },
                               [&](trace_message& m) { file.messages.push_back(std::move(m)); },
                               [&](trace_fire& f) { file.fires.push_back(std::move(f)); },
+                              [&](trace_done& d) { file.done.push_back(std::move(d)); },
                               [&](trace_end& e) { file.end = e; },
                               [&](auto& input) { file.inputs.emplace_back(std::move(input)); }},
                    *rec);

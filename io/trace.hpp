@@ -122,6 +122,23 @@ struct trace_fire {
     friend bool operator==(const trace_fire&, const trace_fire&) = default;
 };
 
+// A request's outcome as the daemon measured it, written when it finished: the
+// "recorded" side of a what-if replay (docs/twin.md). Times are the daemon's
+// steady clock from the moment the engine applied the submit, so they include
+// host work the virtual clock does not model. Informative: replay ignores it.
+struct trace_done {
+    std::int64_t t_ns = 0;                // virtual time of the finish
+    std::string id;
+    std::string reason;                   // stop | length | cancelled | timeout | error
+    std::int64_t output_tokens = 0;
+    std::int64_t ttft_ns = -1;            // wall: submit applied -> first token; -1 when none came
+    std::int64_t e2e_ns = 0;              // wall: submit applied -> finish
+    // How far the apply was past the submit's virtual stamp on the driver's wall-clock
+    // mapping: 0 unless virtual time lagged the wall clock (host slower than the model).
+    std::int64_t apply_lag_ns = 0;
+    friend bool operator==(const trace_done&, const trace_done&) = default;
+};
+
 struct trace_end {
     std::int64_t t_ns = 0;
     std::uint64_t messages = 0;
@@ -130,7 +147,7 @@ struct trace_end {
 
 using trace_input = std::variant<trace_submit, trace_cancel, trace_arm, trace_clear, trace_control, trace_model>;
 using trace_record = std::variant<trace_header, trace_submit, trace_cancel, trace_arm, trace_clear, trace_control,
-                                  trace_model, trace_message, trace_fire, trace_end>;
+                                  trace_model, trace_message, trace_fire, trace_done, trace_end>;
 
 std::string encode(const trace_record& record);
 result<trace_record> parse_record(std::string_view line);
@@ -144,6 +161,7 @@ struct trace_file {
     std::vector<trace_input> inputs;
     std::vector<trace_message> messages;
     std::vector<trace_fire> fires;
+    std::vector<trace_done> done;         // daemon traces written since outcomes were recorded
     std::optional<trace_end> end;
 };
 result<trace_file> read_trace(const std::string& path);

@@ -17,6 +17,7 @@
 #include "io/atomic_dir.hpp"
 #include "model/core/bf16.hpp"
 #include "model/weights/synthetic_model.hpp"
+#include "metrics/metrics.hpp"
 #include "model/cpu/transformer.hpp"
 
 namespace calserve::soak {
@@ -29,7 +30,8 @@ struct stream {
     bool greedy = false, ignore_eos = false;
     std::vector<std::int32_t> tokens;
     std::optional<consumer_model> consumer;
-    std::int64_t first_token_ns = -1;
+    std::int64_t submit_ns = 0, first_token_ns = -1, finish_ns = 0;
+    std::int64_t last_token_ns = -1, max_gap_ns = 0;
     bool overflowed = false;
     int finishes = 0;
     actors::finish_reason reason = actors::finish_reason::stop;
@@ -54,10 +56,12 @@ struct sink final : actors::generation_sink {
     const actors::runtime* rt = nullptr;
     void on_token(const actors::generated_token& tok) override {
         s->tokens.push_back(tok.token);
-        if (!s->consumer || s->overflowed) return;
-        // Tokens the client has read by now; the rest wait in the server's bounded queue.
         const std::int64_t now = rt->now().count();
         if (s->first_token_ns < 0) s->first_token_ns = now;
+        if (s->last_token_ns >= 0) s->max_gap_ns = std::max(s->max_gap_ns, now - s->last_token_ns);
+        s->last_token_ns = now;
+        if (!s->consumer || s->overflowed) return;
+        // Tokens the client has read by now; the rest wait in the server's bounded queue.
         auto read = std::int64_t(double(now - s->first_token_ns) * 1e-9 * s->consumer->tokens_per_s);
         if (std::int64_t(s->tokens.size()) - read <= s->consumer->queue) return;
         s->overflowed = true;
@@ -75,6 +79,7 @@ struct sink final : actors::generation_sink {
             return;
         }
         s->reason = r.reason;
+        s->finish_ns = rt->now().count();
         tr->live.erase(s->id);
         tr->finished.push_back(s);
     }
@@ -94,6 +99,8 @@ result<std::unique_ptr<simulation>> simulation::create(const sim_setup& setup, m
     auto cfg = config::load(std::nullopt, overrides);
     if (!cfg) return cfg.error();
     sim->rt_ = std::make_unique<actors::runtime>(actors::run_mode::deterministic, 1);
+    sim->registry_ = std::make_unique<metrics::registry>();
+    sim->metrics_ = std::make_unique<metrics::calserve_metrics>(*sim->registry_);
     simulation* self = sim.get();
     sim->rt_->set_delivery_hook([self](const actors::delivery& d) {
         ++self->report_.messages;
@@ -108,6 +115,7 @@ result<std::unique_ptr<simulation>> simulation::create(const sim_setup& setup, m
     else
         es.package_dir = setup.package_dir;
     es.model_name = setup.alias;
+    es.metrics = sim->metrics_.get();
     // Its step timeout is the daemon's, so that a replayed load times out where the recorded one did.
     auto e = actors::generation_host::create(*sim->rt_, *cfg, es, actors::router_options{}.step_timeout);
     if (!e) return e.error();
@@ -166,10 +174,26 @@ void simulation::advance_to(std::int64_t t_ns) {
         }
         if (!timer_next) break;
         rt_->advance_to_next_timer();
+        sample_kv();
         cancel_slow_consumers();
     }
     if (target > rt_->now()) rt_->run_for(target - rt_->now());
     rt_->run_until_idle();
+    sample_kv();
+}
+
+void simulation::sample_kv() {
+    kv_blocks_peak_ = std::max(kv_blocks_peak_, std::int64_t(metrics_->kv_blocks_used.value()));
+}
+
+engine_figures simulation::figures() const {
+    engine_figures f;
+    f.device_busy_s = metrics_->device_busy_seconds.value();
+    f.kv_blocks_peak = kv_blocks_peak_;
+    f.kv_blocks_capacity = std::int64_t(metrics_->kv_blocks_capacity.value());
+    f.prefix_cache_queries = metrics_->prefix_cache_queries.value();
+    f.prefix_cache_hits = metrics_->prefix_cache_hits.value();
+    return f;
 }
 
 void simulation::operator_reset() {
@@ -266,6 +290,7 @@ void simulation::submit(const io::trace_submit& s, const std::optional<consumer_
     r.constraint.max_reasoning_tokens = s.max_reasoning_tokens;
     auto st = std::make_shared<stream>();
     st->id = s.id;
+    st->submit_ns = now_ns();
     st->prompt = s.prompt;
     st->max_tokens = s.max_tokens;
     // Comparable with the reference's plain greedy continuation only without anything that reshapes logits or ends early.
@@ -365,6 +390,8 @@ void simulation::check_finished_streams() {
     }
     for (auto& s : done) {
         ++report_.finished[std::size_t(s->reason)];
+        outcomes_.push_back(sim_request{s->id, s->submit_ns, s->first_token_ns, s->finish_ns,
+                                            std::int64_t(s->tokens.size()), actors::to_string(s->reason), s->max_gap_ns});
         bool comparable = s->greedy && s->ignore_eos && s->reason == actors::finish_reason::length;
         if (!comparable || !reference_) continue;
         if (std::int64_t(s->tokens.size()) != s->max_tokens) {
@@ -413,6 +440,7 @@ void simulation::finish(double limit_s) {
     if (operator_due_) advance_to(*operator_due_);
     while ((host_->in_flight() > 0 || host_->loading() || live_by_ || sequences_held()) && rt_->now() < limit &&
            rt_->advance_to_next_timer()) {
+        sample_kv();
         cancel_slow_consumers();
         check_liveness();
     }

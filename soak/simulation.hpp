@@ -33,6 +33,10 @@ class generation_host;
 namespace calserve::model {
 class causal_lm;
 }
+namespace calserve::metrics {
+class registry;
+struct calserve_metrics;
+}
 
 namespace calserve::soak {
 
@@ -65,6 +69,26 @@ struct sim_report {
     std::int64_t end_ns = 0;
     std::vector<std::string> violations;
     bool ok() const { return violations.empty(); }
+};
+
+// One request as the simulation saw it, in virtual time (the predicted side of a
+// what-if replay): submitted at `submit_ns`, first token at `first_token_ns` (-1:
+// none), finished at `finish_ns` with `output_tokens` tokens, `max_gap_ns` its worst
+// inter-token gap.
+struct sim_request {
+    std::string id;
+    std::int64_t submit_ns = 0, first_token_ns = -1, finish_ns = 0;
+    std::int64_t output_tokens = 0;
+    std::string reason;
+    std::int64_t max_gap_ns = 0;  // longest wait between two of its tokens
+};
+
+// Engine-wide figures of a run (metrics the engine kept): device busy time, KV
+// blocks (the peak sampled at every timer and input), prefix-cache lookups.
+struct engine_figures {
+    double device_busy_s = 0;
+    std::int64_t kv_blocks_peak = 0, kv_blocks_capacity = 0;
+    double prefix_cache_queries = 0, prefix_cache_hits = 0;
 };
 
 using message_observer = std::function<void(const io::trace_message&)>;
@@ -102,6 +126,9 @@ public:
     // virtual seconds), then checks the end state.
     void finish(double limit_s = 3600);
     const sim_report& report() const { return report_; }
+    // Every finished request, in finishing order.
+    const std::vector<sim_request>& outcomes() const { return outcomes_; }
+    engine_figures figures() const;
 
     struct tracker;  // streams by id; defined in simulation.cpp
 
@@ -118,7 +145,10 @@ private:
     void operator_reset();
     void check_finished_streams();
     void violation(std::string what);
+    void sample_kv();
 
+    std::unique_ptr<metrics::registry> registry_;
+    std::unique_ptr<metrics::calserve_metrics> metrics_;  // the engine's, as a daemon's
     std::unique_ptr<actors::runtime> rt_;
     std::unique_ptr<actors::generation_host> host_;  // the alias' generations (one, unless the inputs load more)
     std::unique_ptr<model::causal_lm> reference_;
@@ -133,6 +163,8 @@ private:
     std::optional<std::int64_t> operator_due_;    // when the operator resets a dead device
     std::optional<std::int64_t> live_by_;         // the device must be ready by then (after an operator reset)
     sim_report report_;
+    std::vector<sim_request> outcomes_;
+    std::int64_t kv_blocks_peak_ = 0;
 };
 
 // The soak's default model: tiny-dense's layers with a small vocabulary (cheap tokens).

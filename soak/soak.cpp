@@ -320,23 +320,6 @@ result<std::uint64_t> traced_pass(const soak_options& o, const plan& p, const st
     return (*w)->dropped();
 }
 
-// A replay reads the packages from where the daemon read them: the header's and
-// every recorded load's directory must exist here.
-void_result check_package_dirs(const io::trace_file& trace) {
-    std::vector<std::string> dirs;
-    if (!trace.header.package_dir.empty()) dirs.push_back(trace.header.package_dir);
-    for (const auto& in : trace.inputs)
-        if (auto* m = std::get_if<io::trace_model>(&in); m && m->op == "load") dirs.push_back(m->dir);
-    for (const auto& d : dirs) {
-        std::error_code ec;
-        if (!std::filesystem::is_directory(d, ec))
-            return make_error(status::not_found, "the package directory " + d +
-                                                     " the trace was recorded with does not exist here (a replay loads "
-                                                     "the daemon's packages and generation loads from their recorded paths)");
-    }
-    return {};
-}
-
 }  // namespace
 
 result<std::int64_t> parse_duration_ns(const std::string& text) {
@@ -382,88 +365,6 @@ result<soak_outcome> run_soak(const soak_options& o, std::ostream& out) {
     if (!outcome.trace_written.empty())
         out << "trace: " << outcome.trace_written << " (dropped " << outcome.trace_dropped << " records)\n";
     return outcome;
-}
-
-result<replay_outcome> run_replay(const io::trace_file& trace) {
-    replay_outcome out;
-    // A trace that began with the engine compares everything. One started later
-    // (control socket, idle engine) begins at its first input: the fresh engine's
-    // start-up messages are not in it, and sequence numbers and actor ids carry an
-    // offset, so those compare relative to the first message and by actor name.
-    const bool exact = trace.header.from_start;
-    bool started = exact;
-    std::optional<std::uint64_t> got_base;
-    const std::uint64_t want_base = trace.messages.empty() ? 0 : trace.messages.front().seq;
-    std::size_t next = 0;
-    auto same = [&](const io::trace_message& want, const io::trace_message& got) {
-        if (exact) return want == got;
-        return want.seq - want_base == got.seq - *got_base && want.t_ns == got.t_ns && want.from == got.from &&
-               want.to == got.to && want.type == got.type;
-    };
-    auto compare = [&](const io::trace_message& got) {
-        if (out.divergence_seq || !started) return;
-        if (!got_base) got_base = got.seq;
-        if (next >= trace.messages.size()) {
-            out.divergence_seq = got.seq;
-            out.expected = "(end of recorded messages)";
-            out.got = io::describe(got);
-            return;
-        }
-        const auto& want = trace.messages[next++];
-        if (same(want, got)) {
-            ++out.compared;
-            return;
-        }
-        out.divergence_seq = want.seq;
-        out.expected = io::describe(want);
-        out.got = io::describe(got);
-    };
-    // Fault firings are a second stream, compared in order the same way.
-    std::size_t next_fire = 0;
-    auto compare_fire = [&](const io::trace_fire& got) {
-        if (out.fire_divergence || !started) return;
-        if (next_fire < trace.fires.size() && trace.fires[next_fire] == got) {
-            ++next_fire;
-            return;
-        }
-        out.fire_divergence = next_fire + 1;
-        out.expected = next_fire < trace.fires.size() ? io::describe(trace.fires[next_fire]) : "(no more fault firings)";
-        out.got = io::describe(got);
-    };
-    if (auto dirs = check_package_dirs(trace); !dirs) return dirs.error();
-    sim_setup setup;
-    if (!trace.header.packages.empty()) setup.alias = trace.header.packages.front().substr(0, trace.header.packages.front().find('='));
-    setup.model_dir = trace.header.model_dir;
-    setup.package_dir = trace.header.package_dir;
-    setup.overrides = trace.header.overrides;
-    setup.check_reference = false;
-    setup.engine_seq = trace.header.from_start ? 0 : trace.header.engine_seq;
-    auto sim = simulation::create(setup, compare, {}, compare_fire);
-    if (!sim) return sim.error();
-    auto diverged = [&] { return out.divergence_seq || out.fire_divergence; };
-    for (const auto& in : trace.inputs) {
-        if (!started) {  // reach the first input's time before comparing (the recording began idle)
-            std::int64_t t = io::input_time(in);
-            if (t > (*sim)->now_ns()) (*sim)->advance_to(t);
-            started = true;
-        }
-        (*sim)->apply(in);
-        if (diverged()) break;
-    }
-    if (!diverged()) (*sim)->finish();
-    if (!diverged() && next_fire < trace.fires.size()) {
-        out.fire_divergence = next_fire + 1;
-        out.expected = io::describe(trace.fires[next_fire]);
-        out.got = "(no more fault firings)";
-    }
-    out.fires_compared = next_fire;
-    if (!diverged() && next < trace.messages.size()) {
-        out.divergence_seq = trace.messages[next].seq;
-        out.expected = io::describe(trace.messages[next]);
-        out.got = "(no more messages)";
-    }
-    out.report = (*sim)->report();
-    return out;
 }
 
 }  // namespace calserve::soak

@@ -12,7 +12,8 @@
 //!
 //! `run_replay` feeds a trace's inputs at their recorded virtual times and
 //! compares the delivered messages with the recorded ones, stopping at the
-//! first divergence.
+//! first divergence; with `replay_options` it is the what-if replay's run (the
+//! same engine and code, another package or configuration, soak/what_if.hpp).
 #include <cstdint>
 #include <filesystem>
 #include <iosfwd>
@@ -53,7 +54,19 @@ struct replay_outcome {
     std::optional<std::uint64_t> fire_divergence;  // 1-based index of the first firing that differs
     std::string expected, got;                  // described messages at the divergence
     sim_report report;
+    std::vector<sim_request> outcomes;      // every finished request, virtual time
+    engine_figures figures;
 };
-result<replay_outcome> run_replay(const io::trace_file& trace);
+
+// How a replay differs from the recording: a what-if (docs/twin.md) runs the recorded
+// workload on another package or with configuration keys set on top of the recorded
+// ones, and usually without the operator's inputs. The defaults are the exact replay.
+struct replay_options {
+    std::filesystem::path package_dir;          // empty: the recorded package
+    std::vector<std::string> overrides;         // key=value, applied after the recorded ones
+    bool operator_inputs = true;                // fault arms/clears, control commands, generation ops
+    bool stop_at_divergence = true;             // false: run the whole workload, note the first divergence
+};
+result<replay_outcome> run_replay(const io::trace_file& trace, const replay_options& options = {});
 
 }  // namespace calserve::soak

@@ -59,29 +59,6 @@ struct serve_options {
     std::string preset = "tiny-dense-1chip";
 };
 
-result<std::filesystem::path> ensure_default_package(const std::string& preset) {
-    auto dir = default_package_dir(preset);
-    // A package an older calserve wrote (other decode profiles) is rebuilt, not served.
-    auto complete = [&](const std::filesystem::path& d) { return model::package::pack_is_current(d, preset); };
-    if (complete(dir)) return dir;
-    auto tok = find_tokenizer();
-    if (!tok) return tok.error();
-    spdlog::info("serve: writing the default package {} to {}", preset, dir.string());
-    std::error_code ec;
-    std::filesystem::create_directories(dir.parent_path(), ec);
-    // Two daemons starting at once each build a copy; the first to finish publishes it.
-    auto made = io::build_directory_atomically(dir, complete, [&](const std::filesystem::path& d) -> void_result {
-        model::package::pack_options o;
-        o.preset = preset;
-        o.out = d;
-        o.tokenizer_dir = *tok;
-        if (auto p = model::package::pack(o); !p) return p.error();
-        return {};
-    });
-    if (!made) return made.error();
-    return dir;
-}
-
 // "NAME=DIR" -> (NAME, DIR); a bare "DIR" takes `fallback_name` or the directory's name.
 model_spec_parts split_model_arg(const std::string& arg, const std::string& fallback_name) {
     auto eq = arg.find('=');
@@ -114,7 +91,7 @@ result<std::vector<actors::model_spec>> model_specs(const serve_options& o, cons
     for (const auto& m : o.models)
         if (auto r = add(m, true); !r) return r.error();
     if (out.empty()) {
-        auto dir = ensure_default_package(o.preset);
+        auto dir = ensure_preset_package(o.preset);
         if (!dir) return make_error(dir.code(), "cannot create the default package: " + dir.error().message);
         if (auto r = add(dir->string(), false); !r) return r.error();
     }

@@ -1,6 +1,10 @@
 #include "tools/data_paths.hpp"
 
 #include <cstdlib>
+#include <spdlog/spdlog.h>
+
+#include "io/atomic_dir.hpp"
+#include "model/package/pack.hpp"
 
 namespace calserve::tools {
 namespace fs = std::filesystem;
@@ -76,6 +80,29 @@ result<fs::path> find_tokenizer(const fs::path& given) {
                       "Qwen3 tokenizer files (tokenizer.json) not found; looked in:" + looked_in(places) +
                           "\nrun tools/bootstrap in the source tree, pass --tokenizer DIR or set "
                           "CALSERVE_TOKENIZER_DIR");
+}
+
+result<std::filesystem::path> ensure_preset_package(const std::string& preset) {
+    auto dir = default_package_dir(preset);
+    // A package an older calserve wrote (other decode profiles) is rebuilt, not served.
+    auto complete = [&](const std::filesystem::path& d) { return model::package::pack_is_current(d, preset); };
+    if (complete(dir)) return dir;
+    auto tok = find_tokenizer();
+    if (!tok) return tok.error();
+    spdlog::info("writing the package {} to {}", preset, dir.string());
+    std::error_code ec;
+    std::filesystem::create_directories(dir.parent_path(), ec);
+    // Two daemons starting at once each build a copy; the first to finish publishes it.
+    auto made = io::build_directory_atomically(dir, complete, [&](const std::filesystem::path& d) -> void_result {
+        model::package::pack_options o;
+        o.preset = preset;
+        o.out = d;
+        o.tokenizer_dir = *tok;
+        if (auto p = model::package::pack(o); !p) return p.error();
+        return {};
+    });
+    if (!made) return made.error();
+    return dir;
 }
 
 }  // namespace calserve::tools

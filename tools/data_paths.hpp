@@ -44,6 +44,10 @@ result<std::filesystem::path> find_tokenizer(const std::filesystem::path& given 
 std::filesystem::path data_home();
 // The default package of `serve` for a preset: <data home>/packages/<preset>.
 std::filesystem::path default_package_dir(const std::string& preset);
+// That package, written there first unless a current one is already there (a package
+// an older calserve wrote, with other decode profiles, is rebuilt). Concurrent callers
+// each build a copy; the first to finish publishes it.
+result<std::filesystem::path> ensure_preset_package(const std::string& preset);
 // Read-only data installed beside the binary (<bin>/../share/calserve), or empty
 // when the binary's own path cannot be read.
 std::filesystem::path installed_data_dir();

@@ -64,6 +64,15 @@ void realtime_driver::run(std::stop_token stop) {
         std::lock_guard lock(mutex_);
         return !inbox_.empty();
     };
+    // Work from another thread is applied at the wall clock's instant when no timer is
+    // due before it: the clock alone moves, so the work's time stamp (a trace input's
+    // `t`) is when it arrived, not the instant the loop last looked. With a timer
+    // overdue (virtual time lagging) the work runs at the current instant, as before.
+    auto catch_up = [this] {
+        const auto wall = base_ + std::chrono::duration_cast<nanoseconds>(std::chrono::steady_clock::now() - epoch_);
+        const auto due = rt_.next_timer_due();
+        if (wall > rt_.now() && (!due || *due > wall)) rt_.run_for(wall - rt_.now());
+    };
     while (true) {
         const auto wall = base_ + std::chrono::duration_cast<nanoseconds>(std::chrono::steady_clock::now() - epoch_);
         rt_.run_until_idle();
@@ -92,7 +101,10 @@ void realtime_driver::run(std::stop_token stop) {
             for (auto& fn : batch) run_item(fn);
             return;
         }
-        for (auto& fn : batch) run_item(fn);
+        for (auto& fn : batch) {
+            catch_up();
+            run_item(fn);
+        }
         if (!batch.empty() || interrupted) {
             batch.clear();
             continue;

@@ -62,6 +62,9 @@ public:
 
     bool on_driver_thread() const { return std::this_thread::get_id() == driver_id_.load(); }
     runtime& rt() { return rt_; }
+    // The steady-clock instant virtual time `t` stands for (the driver keeps virtual time
+    // at or behind the wall clock by this mapping). Set by start(); driver thread.
+    std::chrono::steady_clock::time_point wall_time_of(nanoseconds t) const { return epoch_ + (t - base_); }
 
 private:
     bool enqueue(std::function<void()> fn);  // false once stopped

@@ -271,7 +271,8 @@ TEST_CASE("trace records round-trip through JSON lines", "[trace]") {
 
     for (const io::trace_record& r : {io::trace_record(io::trace_clear{4, std::string("submit_busy"), std::nullopt}),
                                       io::trace_record(io::trace_control{6, "drain"}),
-                                      io::trace_record(io::trace_fire{7, "ccu_exception", 3})}) {
+                                      io::trace_record(io::trace_fire{7, "ccu_exception", 3}),
+                                      io::trace_record(io::trace_done{8, "r1", "length", 16, 12'000'000, 170'000'000, 400'000})}) {
         auto rb = io::parse_record(io::encode(r));
         REQUIRE(rb.ok());
         CHECK(io::encode(*rb) == io::encode(r));
@@ -282,6 +283,7 @@ TEST_CASE("trace records round-trip through JSON lines", "[trace]") {
     CHECK(std::get<io::trace_message>(*mb) == m);
     CHECK_FALSE(io::parse_record(R"({"k":"msg","seq":1})").ok());
     CHECK_FALSE(io::parse_record(R"({"k":"nope"})").ok());
+    CHECK_FALSE(io::parse_record(R"({"k":"done","t":1,"id":"r1"})").ok());
     CHECK_FALSE(io::parse_record(R"({"k":"control","t":1,"command":"reboot"})").ok());
     auto old = io::parse_record(R"({"k":"header","version":1,"seed":0,"model":"m","overrides":[],"duration_ns":0})");
     REQUIRE_FALSE(old.ok());
