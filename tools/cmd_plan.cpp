@@ -11,6 +11,7 @@
 #include "device/sampling_head.hpp"
 #include "model/package/capacity.hpp"
 #include "tools/command.hpp"
+#include "tools/plan_placement.hpp"
 
 namespace calserve::tools::cmd_plan {
 namespace {
@@ -25,6 +26,7 @@ struct options {
     bool json_out = false;
     std::string config;
     std::int64_t guard = -1;  // -1: device.plan.guard_bytes
+    placement_cli placement;  // --placement: the placement rows instead (tools/plan_placement.hpp)
 };
 
 constexpr std::uint32_t k_batches[] = {1, 2, 4, 8, 16};
@@ -195,6 +197,7 @@ int run_plan(const options& o) {
                     : o.kv == "s8v" ? pkg::kv_dtype_choice::s8v
                                     : pkg::kv_dtype_choice::bf16;
     const std::uint32_t context = o.context ? o.context : p->context;
+    if (!o.placement.placement.empty()) return run_plan_placement(*p, *cfg, l, kv, context, o.placement, o.json_out);
     auto plan = pkg::plan_capacity(*p, o.batch, context, kv, l);
     if (o.json_out) std::cout << json::serialize(to_json(*p, plan, l, kv)) << "\n";
     else print_text(*p, plan, l, kv);
@@ -210,6 +213,13 @@ const bool registered = register_command("plan", "per-chip capacity plan of a pa
     app.add_flag("--json", o->json_out, "print JSON");
     app.add_option("--config", o->config, "config file for device capacities");
     app.add_option("--guard-bytes", o->guard, "allocator guard per chip (default: device.plan.guard_bytes)");
+    app.add_option("--placement", o->placement.placement,
+                   "tp | ep | pp | all: bytes per chip, link bytes per token, step times and fault domain per placement")
+        ->check(CLI::IsMember({"tp", "ep", "pp", "all"}));
+    app.add_option("--skews", o->placement.skews, "ep: routing skews (Zipf exponents) to show")->delimiter(',');
+    app.add_option("--past", o->placement.past, "placement: decode rows' tokens so far")->check(CLI::Range(0, 1 << 24));
+    app.add_option("--prompt-tokens", o->placement.prompt_tokens, "placement: prompt length of the prefill time")
+        ->check(CLI::Range(1, 1 << 24));
     return [o] { return run_plan(*o); };
 });
 }  // namespace

@@ -18,7 +18,26 @@ latency_constants latency_constants::from_config(const config& cfg) {
     c.step_ms = cfg.number("device.sim.step_ms");
     c.d2h_ms = cfg.number("device.sim.d2h_ms");
     c.all_experts = cfg.string("device.sim.cost_experts") == "all";
+    c.placement = parse_parallel(cfg.string("device.sim.placement")).value_or(parallel_kind::tp);
+    c.routing_skew = cfg.number("device.sim.routing_skew");
+    c.all_to_all_us = cfg.number("device.sim.all_to_all_us");
+    c.micro_batches = int(cfg.integer("device.sim.micro_batches"));
     return c;
+}
+
+std::string_view to_string(parallel_kind p) {
+    switch (p) {
+        case parallel_kind::tp: return "tp";
+        case parallel_kind::ep: return "ep";
+        case parallel_kind::pp: return "pp";
+    }
+    return "tp";
+}
+
+std::optional<parallel_kind> parse_parallel(std::string_view text) {
+    for (auto p : {parallel_kind::tp, parallel_kind::ep, parallel_kind::pp})
+        if (text == to_string(p)) return p;
+    return std::nullopt;
 }
 
 namespace {
@@ -37,13 +56,76 @@ latency_model::latency_model(const package_spec& spec, latency_constants constan
     const double dense_ffn = spec.num_experts > 0 ? 0.0 : layers * ffn_one;
     params_total_ = attention + embed + experts + dense_ffn;
     expert_fraction_ = params_total_ > 0 ? experts / params_total_ : 0.0;
+    // ep: Zipf(routing_skew) popularity over the expert index, expert e on chip e mod N.
+    const auto n = std::max<std::uint32_t>(1, spec.chip_count);
+    chip_load_.assign(n, 0.0);
+    double sum = 0;
+    for (std::int64_t e = 0; e < spec.num_experts; ++e) {
+        expert_share_.push_back(std::pow(static_cast<double>(e + 1), -c_.routing_skew));
+        sum += expert_share_.back();
+    }
+    for (std::size_t e = 0; e < expert_share_.size(); ++e) {
+        expert_share_[e] /= sum;
+        chip_load_[e % n] += expert_share_[e];
+    }
+}
+
+double latency_model::imbalance() const {
+    if (expert_share_.empty()) return 1.0;
+    return *std::max_element(chip_load_.begin(), chip_load_.end()) * static_cast<double>(chip_load_.size());
+}
+
+std::uint64_t latency_model::placed_parameter_bytes(std::uint32_t chip) const {
+    const double total = static_cast<double>(spec_.total_parameter_bytes());
+    switch (c_.placement) {
+        case parallel_kind::tp: return spec_.parameter_bytes(chip);
+        case parallel_kind::pp: return static_cast<std::uint64_t>(total / chips());
+        case parallel_kind::ep: break;
+    }
+    double share = 1.0 / chips();  // the chip's share of the experts (e mod N)
+    if (!expert_share_.empty()) {
+        std::size_t held = 0;
+        for (std::size_t e = chip; e < expert_share_.size(); e += chip_load_.size()) ++held;
+        share = static_cast<double>(held) / static_cast<double>(expert_share_.size());
+    }
+    return static_cast<std::uint64_t>(total * (1.0 - expert_fraction_) + total * expert_fraction_ * share);
+}
+
+double latency_model::link_bytes_per_token() const {
+    const double n = chips();
+    if (n <= 1) return 0;
+    const double hidden_bytes = static_cast<double>(spec_.hidden_size) * 2.0;  // BF16 activations
+    const double layers = static_cast<double>(spec_.kv.layers);
+    switch (c_.placement) {
+        case parallel_kind::tp: return 2.0 * layers * hidden_bytes;
+        case parallel_kind::pp: return (n - 1.0) * hidden_bytes;
+        case parallel_kind::ep: break;
+    }
+    if (spec_.num_experts <= 0) return 0;
+    // Dispatch and combine: every (token, expert) pair whose expert is on another chip.
+    return 2.0 * layers * static_cast<double>(spec_.experts_per_token) * (n - 1.0) / n * hidden_bytes;
 }
 
 double latency_model::active_weight_fraction(std::int64_t tokens) const {
     if (spec_.num_experts <= 0 || expert_fraction_ <= 0 || c_.all_experts) return 1.0;
-    const double k_over_e = static_cast<double>(spec_.experts_per_token) / static_cast<double>(spec_.num_experts);
-    const double touched = 1.0 - std::pow(1.0 - std::clamp(k_over_e, 0.0, 1.0), static_cast<double>(tokens));
-    return (1.0 - expert_fraction_) + expert_fraction_ * touched;
+    return (1.0 - expert_fraction_) + expert_fraction_ * touched_experts(static_cast<double>(tokens), std::nullopt);
+}
+
+// Uniform routing: each expert is touched by T tokens with probability 1 - (1 - k/E)^T.
+// Skewed (Zipf) routing: expert e with popularity p_e, 1 - (1 - p_e)^(kT), averaged over
+// the experts of `chip` (all when none): popular experts are shared, fewer distinct ones read.
+double latency_model::touched_experts(double tokens, std::optional<std::size_t> chip) const {
+    if (c_.all_experts || expert_share_.empty()) return 1.0;
+    if (c_.routing_skew <= 0) {
+        const double k_over_e = static_cast<double>(spec_.experts_per_token) / static_cast<double>(spec_.num_experts);
+        return 1.0 - std::pow(1.0 - std::clamp(k_over_e, 0.0, 1.0), tokens);
+    }
+    const double selections = tokens * static_cast<double>(spec_.experts_per_token);
+    const std::size_t step = chip ? chip_load_.size() : 1;
+    double touched = 0, held = 0;
+    for (std::size_t e = chip.value_or(0); e < expert_share_.size(); e += step, held += 1)
+        touched += 1.0 - std::pow(1.0 - expert_share_[e], selections);
+    return held > 0 ? touched / held : 0.0;
 }
 
 std::uint64_t latency_model::slowest_chip_bytes() const {
@@ -77,7 +159,8 @@ double latency_model::kv_copy_ms(std::int64_t tokens) const {
 step_breakdown latency_model::finish(step_breakdown b) const {
     b.weights_ms = bytes_ms(b.weight_bytes, c_.dram_gbps);
     b.kv_ms = bytes_ms(b.kv_bytes, c_.dram_gbps);
-    b.sync_ms = b.syncs * c_.sync_us / 1e3;
+    const bool all_to_all = c_.placement == parallel_kind::ep && chips() > 1;
+    b.sync_ms = b.syncs * (all_to_all ? c_.all_to_all_us : c_.sync_us) / 1e3;
     b.flops_ms = b.flops / (c_.peak_tflops * 1e12) * 1e3;
     b.d2d_ms = bytes_ms(b.d2d_bytes, c_.d2d_gbps);
     b.launch_ms = c_.launch_us / 1e3;
@@ -89,8 +172,52 @@ step_breakdown latency_model::finish(step_breakdown b) const {
     return b;
 }
 
+step_breakdown latency_model::placed_step(double rows, double kv_tokens, double attention) const {
+    return c_.placement == parallel_kind::ep ? expert_parallel(rows, kv_tokens, attention)
+                                             : pipeline_parallel(rows, kv_tokens, attention);
+}
+
+// The hottest chip sets the step: replicated attention and embeddings read whole, its
+// share of the experts read as far as the rows touch them, its share of the expert work.
+step_breakdown latency_model::expert_parallel(double rows, double kv_tokens, double attention) const {
+    step_breakdown b;
+    const double n = chips(), total = static_cast<double>(spec_.total_parameter_bytes());
+    const std::size_t hot = static_cast<std::size_t>(std::max_element(chip_load_.begin(), chip_load_.end()) - chip_load_.begin());
+    const double k = static_cast<double>(spec_.experts_per_token);
+    double held = 0;
+    for (std::size_t e = hot; e < expert_share_.size(); e += chip_load_.size()) held += 1;
+    const double experts_on_chip = expert_share_.empty() ? 0 : held / static_cast<double>(expert_share_.size());
+    b.weight_bytes = total * (1.0 - expert_fraction_) + total * expert_fraction_ * experts_on_chip * touched_experts(rows, hot);
+    b.kv_bytes = static_cast<double>(spec_.kv.bytes_per_token()) * kv_tokens / n;  // rows split over the chips
+    b.syncs = 2.0 * static_cast<double>(spec_.kv.layers);                           // dispatch + combine per layer
+    b.d2d_bytes = rows / n * link_bytes_per_token();
+    const double one_expert = expert_share_.empty() ? 0 : params_total_ * expert_fraction_ / static_cast<double>(expert_share_.size());
+    const double pairs = c_.all_experts ? rows * static_cast<double>(expert_share_.size()) / n : rows * k * chip_load_[hot];
+    b.flops = (2.0 * params_total_ * (1.0 - expert_fraction_) * rows + attention) / n + 2.0 * one_expert * pairs;
+    return finish(b);
+}
+
+// m micro-batches through N stages: (m + N - 1) stage times on the critical path, each
+// stage reading its weights once per micro-batch; a link crossing per boundary per micro-batch.
+step_breakdown latency_model::pipeline_parallel(double rows, double kv_tokens, double attention) const {
+    step_breakdown b;
+    const double n = chips(), total = static_cast<double>(spec_.total_parameter_bytes());
+    const double m = std::max(1.0, c_.micro_batches > 0 ? std::min<double>(c_.micro_batches, rows) : std::min(rows, n));
+    const double path = m + n - 1.0;
+    const auto per_micro = static_cast<std::int64_t>(std::max(1.0, std::round(rows / m)));
+    b.weight_bytes = path * total / n * active_weight_fraction(per_micro);
+    b.kv_bytes = path / m * static_cast<double>(spec_.kv.bytes_per_token()) * kv_tokens / n;
+    b.flops = path / m * (2.0 * active_parameters_per_token() * rows + attention) / n;
+    b.syncs = (n - 1.0) * m;
+    b.d2d_bytes = rows * link_bytes_per_token();
+    return finish(b);
+}
+
 step_breakdown latency_model::step(submodel_kind kind, std::int64_t tokens, std::int64_t past) const {
     if (kind == submodel_kind::decode && tokens == 1) return decode_batch_step(std::span(&past, 1), 1);
+    if (c_.placement != parallel_kind::tp && chips() > 1)
+        return placed_step(static_cast<double>(tokens), static_cast<double>(past) + 2.0 * static_cast<double>(tokens),
+                           attention_flops(tokens, past));
     step_breakdown b;
     const double chips = std::max<double>(1.0, spec_.chip_count);
     const double t = static_cast<double>(tokens);
@@ -115,6 +242,7 @@ step_breakdown latency_model::decode_batch_step(std::span<const std::int64_t> pa
         kv_tokens += static_cast<double>(p) + 2.0;
         attention += attention_flops(1, p);
     }
+    if (c_.placement != parallel_kind::tp && chips > 1) return placed_step(rows, kv_tokens, attention);
     b.kv_bytes = static_cast<double>(spec_.kv.bytes_per_token()) * kv_tokens / chips;
     b.syncs = chips > 1 ? 2.0 * static_cast<double>(spec_.kv.layers) : 0.0;  // once per layer, all rows together
     b.d2d_bytes = b.syncs * rows * static_cast<double>(spec_.hidden_size) * 2.0;
@@ -154,6 +282,10 @@ std::vector<std::pair<std::string, std::string>> describe_constants(const latenc
         {"device.sim.step_ms", c.step_ms >= 0 ? num(c.step_ms) + " ms fixed compute" : "model (-1)"},
         {"device.sim.d2h_ms", c.d2h_ms >= 0 ? num(c.d2h_ms) + " ms fixed output copy" : "model (-1)"},
         {"device.sim.cost_experts", c.all_experts ? "all (MoE priced as dense, what-if)" : "routed"},
+        {"device.sim.placement", std::string(to_string(c.placement)) + " (docs/twin.md, Placements)"},
+        {"device.sim.routing_skew", num(c.routing_skew) + " Zipf exponent of expert popularity (ep; assumption)"},
+        {"device.sim.all_to_all_us", num(c.all_to_all_us) + " us per dispatch or combine (ep; assumption)"},
+        {"device.sim.micro_batches", c.micro_batches > 0 ? num(c.micro_batches) : std::string("min(rows, chips) (pp)")},
     };
 }
 

@@ -11,12 +11,31 @@
 //! `step_ms` / `d2h_ms` >= 0 replace the modelled compute / output-copy times.
 //!
 //! MoE: a step with T tokens touches an expected 1 - (1 - k/E)^T of the experts, so
-//! decode reads only the active experts' weights while a long prefill reads all.
+//! decode reads only the active experts' weights while a long prefill reads all; with
+//! `routing_skew` > 0 (Zipf popularity) the popular experts are shared and fewer
+//! distinct ones are read, whatever the placement.
 //! `device.sim.cost_experts=all` prices every step as a dense model of the same
 //! bytes would cost (every expert read and computed for every token): a what-if
 //! for capacity planning, never the default.
+//!
+//! Placement (`device.sim.placement`, docs/twin.md "Placements"): how the model is
+//! laid over the package's N chips. Placement changes cost and layout, never tokens.
+//!   tp  (today's packages) every layer split over the chips; 2 syncs per layer, each
+//!       moving the rows' hidden vectors (an all-reduce).
+//!   ep  experts partitioned (expert e on chip e mod N), attention and embeddings
+//!       replicated with the rows split over the chips; per layer a dispatch and a
+//!       combine all-to-all (`all_to_all_us` each) carrying every (row, expert) pair
+//!       whose expert is remote. Expert popularity is Zipf(`routing_skew`) over the
+//!       expert index (0 = uniform): the hottest chip's share of the expert work sets
+//!       the step (`imbalance()` = hottest share x N).
+//!   pp  layers split into N stages; one link crossing per stage boundary per
+//!       micro-batch; a step of `rows` rows runs m = `micro_batches` (0: min(rows, N))
+//!       micro-batches, (m + N - 1) stage times on the critical path (the bubble), each
+//!       stage reading its weights once per micro-batch.
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -24,6 +43,10 @@
 #include "device/types.hpp"
 
 namespace calserve::device::sim {
+
+enum class parallel_kind : std::uint8_t { tp, ep, pp };
+std::string_view to_string(parallel_kind p);
+std::optional<parallel_kind> parse_parallel(std::string_view text);
 
 struct latency_constants {
     double dram_gbps = 200;    // per chip
@@ -35,6 +58,10 @@ struct latency_constants {
     double step_ms = -1;       // >= 0 overrides compute
     double d2h_ms = -1;        // >= 0 overrides the output copy
     bool all_experts = false;  // price an MoE as a dense model of the same bytes (what-if)
+    parallel_kind placement = parallel_kind::tp;
+    double routing_skew = 0;   // ep: Zipf exponent of expert popularity (0 = uniform)
+    double all_to_all_us = 10; // ep: latency of one dispatch or combine all-to-all
+    int micro_batches = 0;     // pp: micro-batches per step (0 = min(rows, chips))
 
     static latency_constants from_config(const config& cfg);
 };
@@ -86,17 +113,31 @@ public:
     double active_weight_fraction(std::int64_t tokens) const;
     // Parameter count the shape implies (for FLOPs); 0 when the shape is unknown.
     double estimated_parameters() const { return params_total_; }
+    // Placement figures: parameter bytes chip `chip` holds, bytes one token moves over
+    // the chip link per step (all layers), and ep's hottest chip share x chips (1 = even).
+    std::uint64_t placed_parameter_bytes(std::uint32_t chip) const;
+    double link_bytes_per_token() const;
+    double imbalance() const;
 
 private:
     std::uint64_t slowest_chip_bytes() const;
     double active_parameters_per_token() const;
+    double touched_experts(double tokens, std::optional<std::size_t> chip) const;  // share of the experts read
     double attention_flops(std::int64_t tokens, std::int64_t past) const;
     step_breakdown finish(step_breakdown b) const;  // times from the figures, then the override
+    // A pass of `rows` token rows (decode rows or prompt tokens) reading `kv_tokens` KV
+    // positions with `attention` FLOPs, under ep or pp.
+    step_breakdown placed_step(double rows, double kv_tokens, double attention) const;
+    step_breakdown expert_parallel(double rows, double kv_tokens, double attention) const;
+    step_breakdown pipeline_parallel(double rows, double kv_tokens, double attention) const;
+    double chips() const { return std::max<double>(1.0, spec_.chip_count); }
 
     latency_constants c_;
     package_spec spec_;  // a copy: the model outlives whatever built it
     double params_total_ = 0;
     double expert_fraction_ = 0;  // share of parameters in routed experts
+    std::vector<double> expert_share_;  // ep: popularity of each expert (sums to 1)
+    std::vector<double> chip_load_;     // ep: share of routed (row, expert) pairs per chip
 };
 
 // Human-readable listing of every constant (for inspect and start-up logs).
