@@ -178,6 +178,7 @@ void batch_tick_actor::commit(const job_choice& choice, device::slot slot) {
         CALSERVE_INVARIANT(std::int64_t(e.seq->tokens.size()) <= e.seq->kv_tokens, "job past the KV reservation");
         e.life.transition_to(choice.prefill ? seq_phase::prefill : seq_phase::decode);
         e.tokens_after = std::int64_t(e.seq->tokens.size()) + 1;
+        e.seq->prefill_alone = choice.prefill && entries_.size() == 1;  // schedule_policy: prefill_chunk_for
         if (!choice.prefill) e.group = group;
         if (copy == device_copy::none || copy == device_copy::copied) (void)e.request.tell(rq_scheduled{}, id());
         rows.push_back(e.seq);

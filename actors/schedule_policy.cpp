@@ -155,6 +155,13 @@ std::int64_t kv_grow_tokens(const kv_sizing& kv, std::int64_t tokens, std::int64
 
 bool kv_needs_grow(std::int64_t tokens, std::int64_t kv_tokens) { return tokens > kv_tokens; }
 
+std::int64_t prefill_chunk_for(std::int64_t chunk, bool others_active) { return others_active ? chunk : 0; }
+
+std::int64_t prefill_job_tokens(std::int64_t pending, std::int64_t chunk, bool others_active) {
+    const auto limit = prefill_chunk_for(chunk, others_active);
+    return limit <= 0 ? pending : std::min(pending, limit);
+}
+
 bool preemptible(const victim_view& v) { return v.holds_kv && !v.in_job && !v.kv_request_out && !v.ending; }
 
 std::optional<std::uint64_t> plan_victim(std::span<const victim_view> sequences) {

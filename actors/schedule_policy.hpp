@@ -187,6 +187,15 @@ std::int64_t kv_grow_tokens(const kv_sizing& kv, std::int64_t tokens, std::int64
 // The next job would feed `tokens` past a reservation of `kv_tokens`.
 bool kv_needs_grow(std::int64_t tokens, std::int64_t kv_tokens);
 
+// Chunked prefill only where it buys something (docs/twin.md): a chunk re-reads the
+// weights, so a prompt with no other sequence beside it (none decoding, none waiting)
+// is fed whole; otherwise at most `chunk` tokens per job (runtime.prefill_chunk, the
+// token budget that bounds the others' inter-token gap; 0 = whole prompts). Returns
+// the tokens the next prefill job of a sequence with `pending` unfed tokens feeds;
+// `prefill_chunk_for` the chunk limit the job codec applies (0 = whole).
+std::int64_t prefill_chunk_for(std::int64_t chunk, bool others_active);
+std::int64_t prefill_job_tokens(std::int64_t pending, std::int64_t chunk, bool others_active);
+
 // Preemption by recompute: the victim when a running sequence cannot extend its
 // KV — the most recently admitted candidate (it may be the one that asked, whose
 // grow was refused). A candidate holds KV, is in no job (its KV is not in use),

@@ -56,6 +56,7 @@ struct sequence_state {
     std::vector<token_id> tokens;         // prompt, then every sampled token
     std::int64_t prompt_len = 0;
     std::int64_t device_len = 0;          // tokens held in device KV
+    bool prefill_alone = false;           // BatchTick, at a prefill job: no other sequence beside it (fed unchunked)
     std::int64_t max_tokens = 0;
     std::int64_t kv_tokens = 0;           // KV reserved now (host budget): grows under kv_policy on_demand
     std::int64_t full_tokens = 0;         // prompt + max_tokens: the most it can ever need

@@ -64,6 +64,9 @@ TEST_CASE("chunked prefill: the same tokens as one whole prefill, at any chunk s
         INFO("chunk " << chunk);
         engine_harness h({"runtime.prefill_chunk=" + std::to_string(chunk)});
         auto sink = std::make_shared<calserve::test::recording_sink>();
+        // A stream beside it: a prompt alone is never chunked (prefill_job_tokens).
+        auto beside = std::make_shared<calserve::test::recording_sink>();
+        REQUIRE(h.engine->submit(h.greedy("beside", calserve::test::random_prompt(5, 4), 30), beside).ok());
         REQUIRE(h.engine->submit(h.greedy("r", prompt, 10), sink).ok());
         h.run_until_done();
         REQUIRE(sink->finishes == 1);
@@ -81,4 +84,23 @@ TEST_CASE("chunked prefill: a decoding stream keeps streaming while a long promp
     // Whole: the long prompt's one prefill holds the device; chunked: a decode step between chunks.
     INFO("whole " << whole.streamed_before_first << ", chunked " << chunked.streamed_before_first);
     CHECK(chunked.streamed_before_first >= whole.streamed_before_first + 5);
+}
+
+TEST_CASE("chunked prefill: a prompt with nothing beside it runs whole, one job", "[engine][chunked]") {
+    // Each chunk re-reads the weights: alone, a prompt pays nothing for the chunk size.
+    const auto prompt = calserve::test::random_prompt(22, 300);
+    auto jobs_for = [&](int chunk) {
+        engine_harness h({"runtime.prefill_chunk=" + std::to_string(chunk), "runtime.prefix_cache=false"});
+        int jobs = 0;  // the BatchTick's job hand-overs to the ChipSession
+        h.rt.set_delivery_hook([&](const delivery& d) { jobs += d.type == "cs_run" ? 1 : 0; });
+        auto sink = std::make_shared<calserve::test::recording_sink>();
+        REQUIRE(h.engine->submit(h.greedy("alone", prompt, 1), sink).ok());
+        h.run_until_done();
+        h.rt.set_delivery_hook({});
+        REQUIRE(sink->finishes == 1);
+        CHECK(sink->tokens.size() == 1);
+        return jobs;
+    };
+    CHECK(jobs_for(32) == 1);
+    CHECK(jobs_for(0) == 1);
 }

@@ -301,3 +301,19 @@ TEST_CASE("plan_start table", "[actors][schedule]") {
     REQUIRE(plan_start({1, 1, 4, false}) == d{admission::queue, status::ok});  // FCFS: no overtaking
     REQUIRE(plan_start({9, 100, 4, false}) == d{admission::queue, status::ok});  // the door bounds the queue
 }
+
+TEST_CASE("prefill_job_tokens: whole when alone, the chunk beside others", "[actors][schedule]") {
+    struct row {
+        std::int64_t pending, chunk;
+        bool others;
+        std::int64_t fed;
+    };
+    for (const auto& r : {row{8192, 512, false, 8192},  // alone: each chunk would re-read the weights
+                          row{8192, 512, true, 512},    // beside decoding streams: the token budget
+                          row{300, 512, true, 300},     // the last (or only) chunk
+                          row{8192, 0, true, 8192},     // runtime.prefill_chunk=0: whole prompts
+                          row{1, 512, true, 1}}) {
+        INFO(r.pending << " " << r.chunk << " " << r.others);
+        CHECK(prefill_job_tokens(r.pending, r.chunk, r.others) == r.fed);
+    }
+}
