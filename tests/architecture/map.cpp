@@ -137,22 +137,31 @@ message_graph read_message_graph(const fs::path& root, const std::vector<actor_i
 
 namespace {
 
+// The text between the brace at `open` and its match.
+std::string braced(const std::string& text, std::size_t open) {
+    int depth = 0;
+    for (std::size_t i = open; i < text.size(); ++i) {
+        if (text[i] == '{') ++depth;
+        if (text[i] == '}' && --depth == 0) return text.substr(open + 1, i - open - 1);
+    }
+    return {};
+}
+
+// `std::array<transition<S>, N> k_x{{...}}` (or `= {{...}}`), or `transition<S> k_x[] = {...}`.
 void read_tables_in(const fs::path& root, const fs::path& file, std::vector<lifecycle_table>& out) {
-    static const std::regex head(R"(std::array<\s*transition<\s*([\w:]+)\s*>\s*,\s*\d+\s*>\s*(\w+)\s*\{\{)");
+    static const std::regex head(
+        R"((?:std::array<\s*transition<\s*([\w:]+)\s*>\s*,\s*[\w:.()]+\s*>|transition<\s*([\w:]+)\s*>)\s+(\w+)\s*(?:\[\s*\w*\s*\])?\s*=?\s*\{)");
     static const std::regex edge(R"(\{\s*[\w:]*?(\w+)::(\w+)\s*,\s*[\w:]*?(\w+)::(\w+)\s*\}\s*,?\s*(?://\s*(.*))?)");
     const std::string text = read_text(file);
     for (std::sregex_iterator it(text.begin(), text.end(), head), end; it != end; ++it) {
-        const auto body_begin = static_cast<std::size_t>(it->position() + it->length());
-        const auto body_end = text.find("}};", body_begin);
-        if (body_end == std::string::npos) continue;
-        std::string type = (*it)[1];
+        std::string type = (*it)[1].matched ? (*it)[1] : (*it)[2];
         if (const auto colon = type.rfind(':'); colon != std::string::npos) type = type.substr(colon + 1);
-        lifecycle_table t{(*it)[2], type, fs::relative(file, root).generic_string(), {}};
-        std::stringstream lines(text.substr(body_begin, body_end - body_begin));
+        lifecycle_table t{(*it)[3], type, fs::relative(file, root).generic_string(), {}};
+        std::stringstream lines(braced(text, static_cast<std::size_t>(it->position() + it->length() - 1)));
         std::smatch m;
         for (std::string line; std::getline(lines, line);)
             if (std::regex_search(line, m, edge)) t.edges.push_back({m[2], m[4], trim(m[5])});
-        out.push_back(std::move(t));
+        if (!t.edges.empty()) out.push_back(std::move(t));
     }
 }
 

@@ -15,8 +15,9 @@
 //     its sources build one (`msg{...}`: from a timer or a callback).
 //     engine/ is a sender too (it starts, cancels and resets).
 //   - lifecycles: every `std::array<transition<State>, N> k_name{{ {State::a,
-//     State::b}, ... }}` under actors/ and engine/; a trailing `// label` on an
-//     edge's line is shown beside it.
+//     State::b}, ... }}` (or `transition<State> k_name[] = {...}`) under actors/,
+//     engine/ and device/; a trailing `// label` on an edge's line is shown
+//     beside it.
 //   - rooms: CMake's calserve_library DEPS (tests/architecture/rooms.hpp).
 #include <filesystem>
 #include <map>

@@ -92,14 +92,16 @@ TEST_CASE("self-test: a planted message and transition reach the generated text"
     write("actors/pong_actor.hpp", "enum class side : std::uint8_t { left, right };\n"
                                    "inline constexpr std::array<transition<side>, 2> k_side_table{{\n"
                                    "    {side::left, side::right},   // hit\n    {side::right, side::left},\n}};\n");
-    write("engine/host.cpp", "// po_hit is not sent here\nping.tell(pi_go{});\n");
+    write("engine/host.cpp", "// po_hit is not sent here\nping.tell(pi_go{});\n"
+                             "constexpr transition<step> k_step_table[] = {\n    {step::load, step::done},  // ok\n};\n");
     const auto regions = expected_regions(root);
     CHECK(regions.at("message-graph") == "```\nPing   --> Ping  pi_tick\nPing   --> Pong  po_hit\n"
                                          "engine --> Ping  pi_go\n```\n");
     CHECK(regions.at("messages").find("| Ping (`actors/ping_messages.hpp`) | `pi_go`, `pi_tick` | `po_hit` | `pi_tick` |") !=
           std::string::npos);
     CHECK(regions.at("lifecycles") == "`k_side_table` (`actors/pong_actor.hpp`, states `side`):\n\n```\n"
-                                      "left  --> right  hit\nright --> left\n```\n");
+                                      "left  --> right  hit\nright --> left\n```\n\n"
+                                      "`k_step_table` (`engine/host.cpp`, states `step`):\n\n```\nload --> done  ok\n```\n");
     CHECK(regions.at("rooms") == "| room | depends on (its `DEPS` in CMakeLists.txt) |\n| --- | --- |\n| actors | (none) |\n");
 }
 
