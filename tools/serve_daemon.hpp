@@ -65,7 +65,7 @@ private:
     const std::vector<actors::model_spec>& specs_;
     actors::engine_setup setup_;
     metrics::registry registry_;
-    actors::calserve_metrics metrics_;
+    metrics::calserve_metrics metrics_;
     const std::string trace_path_;
     const bool recordable_;                        // actors on one deterministic runtime
     const std::size_t threads_;                    // actor threads, and network threads

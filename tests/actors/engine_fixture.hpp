@@ -54,7 +54,7 @@ struct engine_harness {
     actors::generation_request greedy(std::string id, std::vector<actors::token_id> prompt, std::int64_t max_tokens);
 
     metrics::registry registry;
-    actors::calserve_metrics metrics{registry};
+    calserve::metrics::calserve_metrics metrics{registry};
     actors::runtime rt;
     std::unique_ptr<actors::serving_engine> engine;
 
