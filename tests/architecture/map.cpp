@@ -150,7 +150,7 @@ std::string braced(const std::string& text, std::size_t open) {
 // `std::array<transition<S>, N> k_x{{...}}` (or `= {{...}}`), or `transition<S> k_x[] = {...}`.
 void read_tables_in(const fs::path& root, const fs::path& file, std::vector<lifecycle_table>& out) {
     static const std::regex head(
-        R"((?:std::array<\s*transition<\s*([\w:]+)\s*>\s*,\s*[\w:.()]+\s*>|transition<\s*([\w:]+)\s*>)\s+(\w+)\s*(?:\[\s*\w*\s*\])?\s*=?\s*\{)");
+        R"((?:std::array<\s*(?:\w+::)*transition<\s*([\w:]+)\s*>\s*,\s*[\w:.()]+\s*>|(?:\w+::)*transition<\s*([\w:]+)\s*>)\s+(\w+)\s*(?:\[\s*\w*\s*\])?\s*=?\s*\{)");
     static const std::regex edge(R"(\{\s*[\w:]*?(\w+)::(\w+)\s*,\s*[\w:]*?(\w+)::(\w+)\s*\}\s*,?\s*(?://\s*(.*))?)");
     const std::string text = read_text(file);
     for (std::sregex_iterator it(text.begin(), text.end(), head), end; it != end; ++it) {

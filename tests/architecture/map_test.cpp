@@ -93,7 +93,7 @@ TEST_CASE("self-test: a planted message and transition reach the generated text"
                                    "inline constexpr std::array<transition<side>, 2> k_side_table{{\n"
                                    "    {side::left, side::right},   // hit\n    {side::right, side::left},\n}};\n");
     write("engine/host.cpp", "// po_hit is not sent here\nping.tell(pi_go{});\n"
-                             "constexpr transition<step> k_step_table[] = {\n    {step::load, step::done},  // ok\n};\n");
+                             "constexpr actors::transition<step> k_step_table[] = {\n    {step::load, step::done},  // ok\n};\n");
     const auto regions = expected_regions(root);
     CHECK(regions.at("message-graph") == "```\nPing   --> Ping  pi_tick\nPing   --> Pong  po_hit\n"
                                          "engine --> Ping  pi_go\n```\n");
