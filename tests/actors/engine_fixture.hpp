@@ -56,10 +56,10 @@ struct engine_harness {
     metrics::registry registry;
     calserve::metrics::calserve_metrics metrics{registry};
     actors::runtime rt;
-    std::unique_ptr<actors::serving_engine> engine;
+    std::unique_ptr<engine::serving_engine> engine;
 
 private:
-    void open(const std::vector<std::string>& overrides, actors::engine_setup setup, actors::run_mode mode);
+    void open(const std::vector<std::string>& overrides, engine::engine_setup setup, actors::run_mode mode);
 };
 
 }  // namespace calserve::test
