@@ -1,15 +1,26 @@
 #pragma once
 //! ChipSession: one model session bound to a chip set (TP2 on {0,1}); owns the
 //! ping and pong slots, each with its own JobContext and exclusive buffers. A
-//! slot carries one job: a prefill, or a decode batch whose rows all finish
-//! together (each row's token goes to its own Request).
+//! slot carries one job: a prefill (or a chunk of one), or a decode batch whose
+//! rows all finish together (each row's token goes to its own Request).
 //!
 //! Slot lifecycle (per slot):
 //!
 //!   free --run--> filling --submitted--> submitted --job done--> done --> draining --sampled--> free
-//!     ^              |                       |                                 |
-//!     +--- failed ---+------ lost at a device fault (slot freed, job re-run) --+ (draining jobs finish)
-//!     +------------------------------ a prefill chunk (nothing to sample) --- done
+//!     ^              |                       |                       |
+//!     +--- failed ---+-- failed, lost -------+                       |   (draining jobs finish)
+//!     |                  at a device fault, or unrun                 |
+//!     +---------------------- a prefill chunk (nothing to sample) ---+
+//!
+//! When a job completes, the sampling head's draws become its rows' tokens
+//! (`apply_draws`, in completion order) and the Sampler draws the other rows; a
+//! decode job the head drew whole skips the Sampler unless an earlier job is
+//! still there (tokens reach the Requests in job order). Token chaining
+//! (`cs_run::chain`): a decode job's rows may also be rows of the other slot's
+//! decode job, still in flight; their input token is that job's draw, copied on
+//! the device. If that job never reached the device, the chained job is handed
+//! back unrun (the slot frees, no token). A job lost at a device fault
+//! is re-run by the BatchTick from the rows' tokens.
 //!
 //! At most `max_inflight` (1 or 2) slots are out of `free`. While the device
 //! runs one slot the host samples the other (draining) and fills the next.

@@ -1,17 +1,24 @@
 #pragma once
-//! The serving engine as the network layer sees it. `net/` turns HTTP/WebSocket
-//! requests into `generation_request`s and streams what a `generation_sink`
-//! receives; the actors behind `engine` (Request, BatchTick, KvManager,
-//! ChipSession, DeviceActor, Sampler) do the work.
+//! The serving engine as the network layer sees it: the actors' vocabulary
+//! (requests, tokens, sinks, results) and the abstract `engine`. `net/` turns
+//! HTTP/WebSocket requests into `generation_request`s and streams what a
+//! `generation_sink` receives. The implementations are in engine/: the
+//! `serving_engine` spawns one package's actors (Request, BatchTick, KvManager,
+//! ChipSession, DeviceActor, Sampler), the `traced_engine` records one for
+//! replay, and the `model_router` routes each model to the `serving_engine` of
+//! its serving generation (`route`).
 //!
 //! Contract:
-//!  - `submit` validates against the model (usable context, vocab) and admission
-//!    limits and fails *immediately* with a status (context_overflow -> 400,
-//!    queue_full/overloaded -> 429, not_ready/device_dead -> 503) without device work.
+//!  - `submit` validates against the model (prompt ids in the vocabulary, usable
+//!    context), the request's fields and admission (device dead, draining, in
+//!    flight) and fails *immediately* with a status (invalid_argument and
+//!    context_overflow -> 400, queue_full/overloaded -> 429, not_ready and
+//!    device_dead -> 503) without device work.
 //!  - After a successful submit the sink gets zero or more `on_token` and then
 //!    exactly one `on_finish`, in order, from runtime threads. Sinks must not block.
 //!  - `cancel(id)` is idempotent; the request finishes with finish_reason::cancelled
-//!    and its KV is released no later than the completion of its in-flight job.
+//!    and its KV is released no later than the end of the jobs holding it (two
+//!    when its token was chained: the later one's token is never streamed).
 #include <chrono>
 #include <cstdint>
 #include <memory>

@@ -2,8 +2,10 @@
 //! Request: one per generation. Turns sampled tokens into the client's stream.
 //!
 //!   received --> queued --> prefilling --> decoding --> finished
-//!      |           |            |              |
-//!      +-> rejected+-> cancelled | timed_out | failed (from queued, prefilling or decoding)
+//!      |           |          |      |                     ^
+//!      v           |          |      +---------------------+  its first token ended it
+//!   rejected <-----+          |
+//!                  queued, prefilling, decoding --> cancelled | timed_out | failed
 //!
 //! Owns: the stream decoder (never emits partial UTF-8), the stop-string
 //! matcher (stop strings across token boundaries), stop ids / EOS, max_tokens,

@@ -1,8 +1,12 @@
 #pragma once
-//! Sampler: the sampling maths (model/sampling/sampling.hpp) on logits from the device.
+//! Sampler: the sampling maths (model/sampling/sampling.hpp) on what the device returned.
 //!
-//! One message per job: every live row of a decode batch (or the one row of a
-//! prefill) is sampled with its own parameters, seed and history. Stateless per
+//! One message per job: every live row the device's sampling head did not draw
+//! (docs/device.md, "Sampling head"; a prefill's row always) is sampled with its
+//! own parameters, seed and history, from its BF16 logits, or, for a row in head
+//! mode `top_k`, from the head's top K and log_z (the same token and logprobs as
+//! from the whole row). A decode job whose rows the head drew all never comes
+//! here: the ChipSession applies the draws and goes on. Stateless per
 //! message: the RNG state and token history travel with the sequence, so a
 //! request's draws depend only on its own seed and history, never on thread
 //! count, interleaving or which other rows shared its batch. Rows are split over
@@ -36,8 +40,8 @@ class chip_session_actor;
 
 inline constexpr std::chrono::milliseconds k_sampler_stall_max{60000};
 
-// Samples every live row of `job` into job.picks and appends each chosen token to
-// its sequence. Rows are split into at most samplers.size() shares run on `pool`
+// Samples every live row of `job` the head did not draw into job.picks and appends
+// each chosen token to its sequence. Rows are split into at most samplers.size() shares run on `pool`
 // (null: inline); share i uses samplers[i] only, so no scratch is shared.
 void sample_batch(job_context& job, std::span<model::sampler> samplers, model::thread_pool* pool);
 

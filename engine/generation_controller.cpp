@@ -10,7 +10,7 @@
 #include "engine/serving_engine.hpp"
 #include "metrics/metrics.hpp"
 
-namespace calserve::actors {
+namespace calserve::engine {
 
 namespace fs = std::filesystem;
 using std::chrono::nanoseconds;
@@ -53,7 +53,7 @@ void generation_controller::post(std::function<void()> step) {
     });
 }
 
-double generation_controller::ms_since(nanoseconds t) const {
+double generation_controller::ms_since(std::chrono::nanoseconds t) const {
     return std::chrono::duration<double, std::milli>(driver_->now() - t).count();
 }
 
@@ -325,4 +325,4 @@ std::vector<std::uint64_t> generation_controller::resident_bytes_locked(const ge
     return out;
 }
 
-}  // namespace calserve::actors
+}  // namespace calserve::engine

@@ -45,7 +45,7 @@ namespace calserve::metrics {
 struct calserve_metrics;
 }
 
-namespace calserve::actors {
+namespace calserve::engine {
 
 class serving_engine;
 class generation_driver;
@@ -186,7 +186,7 @@ private:
     void start_steps(const std::shared_ptr<generation_record>& g, load_request request);
     void place_and_warm(const std::shared_ptr<generation_record>& g);
     void drain_for_replace(const std::shared_ptr<generation_record>& g, const std::string& plan);
-    void after_warm(const std::shared_ptr<generation_record>& g, const generation_result& r);
+    void after_warm(const std::shared_ptr<generation_record>& g, const actors::generation_result& r);
     void submit_golden(const std::shared_ptr<generation_record>& g);
     void judge(const std::shared_ptr<generation_record>& g);
     void fail(const std::shared_ptr<generation_record>& g, const std::string& why);
@@ -219,4 +219,4 @@ private:
     std::uint64_t step_requests_ = 0;   // warm-up/golden request ids
 };
 
-}  // namespace calserve::actors
+}  // namespace calserve::engine

@@ -3,9 +3,9 @@
 
 #include "actors/runtime/runtime.hpp"
 
-namespace calserve::actors {
+namespace calserve::engine {
 
-void runtime_driver::post(std::function<void()> step) { asio::post(rt_.context(), std::move(step)); }
+void runtime_driver::post(std::function<void()> step) { boost::asio::post(rt_.context(), std::move(step)); }
 
 std::chrono::nanoseconds runtime_driver::now() const { return rt_.now(); }
 
@@ -68,4 +68,4 @@ void worker_driver::run(std::function<void()> tick) {
     if (last) last();
 }
 
-}  // namespace calserve::actors
+}  // namespace calserve::engine

@@ -22,8 +22,10 @@
 #include <thread>
 
 namespace calserve::actors {
-
 class runtime;
+}  // namespace calserve::actors
+
+namespace calserve::engine {
 
 // How often the worker driver ticks while idle (also the slice in which a pause
 // notices a stopping daemon).
@@ -43,14 +45,14 @@ public:
 
 class runtime_driver final : public generation_driver {
 public:
-    explicit runtime_driver(runtime& rt) : rt_(rt) {}
+    explicit runtime_driver(actors::runtime& rt) : rt_(rt) {}
     void post(std::function<void()> step) override;
     void enter(std::function<void()> step) override { step(); }
     std::chrono::nanoseconds now() const override;
     bool pause(std::chrono::milliseconds) override { return true; }  // one attempt: nothing waits
 
 private:
-    runtime& rt_;
+    actors::runtime& rt_;
 };
 
 class worker_driver final : public generation_driver {
@@ -77,4 +79,4 @@ private:
     std::thread thread_;
 };
 
-}  // namespace calserve::actors
+}  // namespace calserve::engine

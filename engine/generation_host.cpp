@@ -8,16 +8,16 @@
 #include "device/fault_points.hpp"
 #include "model/package/package.hpp"
 
-namespace calserve::actors {
+namespace calserve::engine {
 
 namespace {
 
 // A client request's sink: counts the request on its generation until it finishes.
-struct counted_sink final : generation_sink {
-    std::shared_ptr<generation_sink> inner;
+struct counted_sink final : actors::generation_sink {
+    std::shared_ptr<actors::generation_sink> inner;
     std::function<void()> finished;
-    void on_token(const generated_token& t) override { inner->on_token(t); }
-    void on_finish(const generation_result& r) override {
+    void on_token(const actors::generated_token& t) override { inner->on_token(t); }
+    void on_finish(const actors::generation_result& r) override {
         inner->on_finish(r);
         finished();
     }
@@ -25,7 +25,7 @@ struct counted_sink final : generation_sink {
 
 }  // namespace
 
-result<std::unique_ptr<generation_host>> generation_host::create(runtime& rt, const config& cfg, engine_setup setup,
+result<std::unique_ptr<generation_host>> generation_host::create(actors::runtime& rt, const config& cfg, engine_setup setup,
                                                                  std::chrono::milliseconds step_timeout) {
     std::unique_ptr<generation_host> h(new generation_host(rt, cfg));
     h->faults_ = setup.faults;
@@ -83,7 +83,7 @@ result<std::shared_ptr<serving_engine>> generation_host::configure(const generat
 
 // --- requests ------------------------------------------------------------------
 
-void_result generation_host::submit(generation_request request, std::shared_ptr<generation_sink> sink) {
+void_result generation_host::submit(actors::generation_request request, std::shared_ptr<actors::generation_sink> sink) {
     auto g = controller_->admit(alias_);
     if (!g) return make_error(status::not_ready, "model '" + alias_ + "' has no serving generation now");
     auto counted = std::make_shared<counted_sink>();
@@ -144,4 +144,4 @@ std::int64_t generation_host::in_flight() const {
     return n;
 }
 
-}  // namespace calserve::actors
+}  // namespace calserve::engine

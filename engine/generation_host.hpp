@@ -27,20 +27,20 @@
 #include "engine/model_router.hpp"
 #include "engine/serving_engine.hpp"
 
-namespace calserve::actors {
+namespace calserve::engine {
 
 class generation_host {
 public:
     // Brings up the first generation (`setup.model_name` is the alias). `faults`
     // null: the host makes the registry every generation shares.
-    static result<std::unique_ptr<generation_host>> create(runtime& rt, const config& cfg, engine_setup setup,
+    static result<std::unique_ptr<generation_host>> create(actors::runtime& rt, const config& cfg, engine_setup setup,
                                                            std::chrono::milliseconds step_timeout);
     ~generation_host();
     generation_host(const generation_host&) = delete;
     generation_host& operator=(const generation_host&) = delete;
 
     // Runtime thread.
-    void_result submit(generation_request request, std::shared_ptr<generation_sink> sink);
+    void_result submit(actors::generation_request request, std::shared_ptr<actors::generation_sink> sink);
     void cancel(const std::string& request_id);
     void drain();
     void resume();
@@ -60,21 +60,21 @@ public:
     std::vector<generation_info> list() const { return controller_->list(); }
     std::int64_t in_flight() const;
     std::shared_ptr<device::fault_registry> faults() const { return faults_; }
-    const model_card& card() const { return card_; }
+    const actors::model_card& card() const { return card_; }
     const std::string& alias() const { return alias_; }
 
 private:
-    generation_host(runtime& rt, const config& cfg) : rt_(rt), cfg_(cfg) {}  // keeps a copy of cfg
+    generation_host(actors::runtime& rt, const config& cfg) : rt_(rt), cfg_(cfg) {}  // keeps a copy of cfg
     result<std::shared_ptr<serving_engine>> configure(const generation_record& g);
 
-    runtime& rt_;
+    actors::runtime& rt_;
     const config cfg_;
     engine_setup setup_;                                  // the first generation's: metrics, faults
     std::shared_ptr<device::fault_registry> faults_;
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // request sinks check it
     std::string alias_;
-    model_card card_;
+    actors::model_card card_;
     std::unique_ptr<generation_controller> controller_;
 };
 
-}  // namespace calserve::actors
+}  // namespace calserve::engine

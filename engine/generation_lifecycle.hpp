@@ -33,7 +33,7 @@
 
 #include "actors/runtime/lifecycle.hpp"
 
-namespace calserve::actors {
+namespace calserve::engine {
 
 enum class generation_state : std::uint8_t { loading, warming, checking, serving, draining, retired, failed };
 
@@ -53,7 +53,7 @@ constexpr std::string_view to_string(generation_state s) {
 }
 
 // Every legal edge, and why it is taken.
-inline constexpr std::array<transition<generation_state>, 13> k_generation_transitions{{
+inline constexpr std::array<actors::transition<generation_state>, 13> k_generation_transitions{{
     {generation_state::loading, generation_state::warming},    // validated, placed, configured
     {generation_state::loading, generation_state::serving},    // start-up: served without the load steps
     {generation_state::loading, generation_state::failed},     // refused by a gate, the plan or configure
@@ -70,12 +70,12 @@ inline constexpr std::array<transition<generation_state>, 13> k_generation_trans
 }};
 
 constexpr bool legal_transition(generation_state from, generation_state to) {
-    return is_legal(k_generation_transitions, from, to);
+    return actors::is_legal(k_generation_transitions, from, to);
 }
 
-using generation_lifecycle = lifecycle<generation_state, k_generation_transitions.size()>;
+using generation_lifecycle = actors::lifecycle<generation_state, k_generation_transitions.size()>;
 
 static_assert(legal_transition(generation_state::checking, generation_state::serving));
 static_assert(!legal_transition(generation_state::failed, generation_state::serving));
 
-}  // namespace calserve::actors
+}  // namespace calserve::engine

@@ -18,7 +18,7 @@
 #include "engine/serving_engine.hpp"
 #include "metrics/metrics.hpp"
 
-namespace calserve::actors {
+namespace calserve::engine {
 
 using std::chrono::nanoseconds;
 
@@ -31,9 +31,9 @@ struct generation_controller::pending {
     std::shared_ptr<generation_record> drained;      // --replace: the load continues when this generation retires
     steps::golden_work work;
     std::string step;                         // the step whose requests are out ("warm-up", "golden check")
-    std::optional<nanoseconds> deadline;      // when the worker driver gives up on them
+    std::optional<std::chrono::nanoseconds> deadline;      // when the worker driver gives up on them
     std::mutex answers_mutex;                 // golden sinks may finish on several runtime threads
-    std::vector<std::vector<token_id>> served;
+    std::vector<std::vector<actors::token_id>> served;
     std::size_t outstanding = 0;              // golden requests not finished, +1 while submitting
     std::optional<error_info> failure;
 };
@@ -41,11 +41,11 @@ struct generation_controller::pending {
 namespace {
 
 // A warm-up or golden request's sink: hands its tokens and result to `done`.
-struct step_sink final : generation_sink {
-    std::vector<token_id> tokens;
-    std::function<void(const generation_result&, std::vector<token_id>)> done;
-    void on_token(const generated_token& t) override { tokens.push_back(t.token); }
-    void on_finish(const generation_result& r) override { done(r, std::move(tokens)); }
+struct step_sink final : actors::generation_sink {
+    std::vector<actors::token_id> tokens;
+    std::function<void(const actors::generation_result&, std::vector<actors::token_id>)> done;
+    void on_token(const actors::generated_token& t) override { tokens.push_back(t.token); }
+    void on_finish(const actors::generation_result& r) override { done(r, std::move(tokens)); }
 };
 
 }  // namespace
@@ -99,8 +99,8 @@ void generation_controller::place_and_warm(const std::shared_ptr<generation_reco
         g->transition_to(generation_state::warming);
     }
     auto sink = std::make_shared<step_sink>();
-    sink->done = [this, later = poster(), weak_g = std::weak_ptr<generation_record>(g)](const generation_result& r,
-                                                                                 std::vector<token_id>) {
+    sink->done = [this, later = poster(), weak_g = std::weak_ptr<generation_record>(g)](const actors::generation_result& r,
+                                                                                 std::vector<actors::token_id>) {
         later([this, weak_g, r] {
             if (auto g = weak_g.lock()) after_warm(g, r);
         });
@@ -141,7 +141,7 @@ void generation_controller::continue_after_drain(const std::shared_ptr<generatio
 }
 
 // Step 2: the warm-up ended; the golden corpus goes in.
-void generation_controller::after_warm(const std::shared_ptr<generation_record>& g, const generation_result& r) {
+void generation_controller::after_warm(const std::shared_ptr<generation_record>& g, const actors::generation_result& r) {
     if (!pending_ || pending_->g != g) return;
     if (auto failed = steps::step_failure(r, "warm-up")) return fail(g, failed->message);
     auto& p = *pending_;
@@ -172,7 +172,7 @@ void generation_controller::submit_golden(const std::shared_ptr<generation_recor
     p.outstanding = 1;  // the submitting loop's own count: no verdict before every request is in
     for (std::size_t i = 0; i < p.work.prompts.size(); ++i) {
         auto sink = std::make_shared<step_sink>();
-        sink->done = [weak, i, answered](const generation_result& res, std::vector<token_id> tokens) {
+        sink->done = [weak, i, answered](const actors::generation_result& res, std::vector<actors::token_id> tokens) {
             auto self = weak.lock();
             if (!self) return;  // the load ended (failed) meanwhile
             std::lock_guard lock(self->answers_mutex);
@@ -259,7 +259,7 @@ void generation_controller::restore_previous(const std::string& name) {
 }
 
 // Worker driver: step requests unanswered a second past their own timeout fail the load.
-void generation_controller::check_deadline(nanoseconds now) {
+void generation_controller::check_deadline(std::chrono::nanoseconds now) {
     if (!pending_ || !pending_->deadline || now <= *pending_->deadline || !pending_->engine) return;
     fail(pending_->g, pending_->step + ": no answer within " + std::to_string(options_.step_timeout.count()) + " ms");
 }
@@ -269,4 +269,4 @@ void generation_controller::abandon(const std::string& why) {
     if (pending_) fail(pending_->g, why);
 }
 
-}  // namespace calserve::actors
+}  // namespace calserve::engine

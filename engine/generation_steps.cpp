@@ -5,7 +5,7 @@
 #include "device/device.hpp"
 #include "model/package/validate.hpp"
 
-namespace calserve::actors::steps {
+namespace calserve::engine::steps {
 
 namespace fs = std::filesystem;
 namespace pkg = model::package;
@@ -62,9 +62,9 @@ pkg::board_placement place_beside(const std::string& alias, const pkg::package& 
     return pkg::place_packages({&pr, 1}, board_chips(cfg), limits_of(cfg), resident);
 }
 
-generation_request greedy_request(std::string id, std::vector<token_id> prompt, std::int64_t tokens,
+actors::generation_request greedy_request(std::string id, std::vector<actors::token_id> prompt, std::int64_t tokens,
                                   std::chrono::milliseconds timeout) {
-    generation_request r;
+    actors::generation_request r;
     r.id = std::move(id);
     r.prompt = std::move(prompt);
     r.sampling.temperature = 0;
@@ -74,8 +74,8 @@ generation_request greedy_request(std::string id, std::vector<token_id> prompt, 
     return r;
 }
 
-std::optional<error_info> step_failure(const generation_result& r, const std::string& tag) {
-    if (r.reason != finish_reason::error && r.reason != finish_reason::timeout) return std::nullopt;
+std::optional<error_info> step_failure(const actors::generation_result& r, const std::string& tag) {
+    if (r.reason != actors::finish_reason::error && r.reason != actors::finish_reason::timeout) return std::nullopt;
     return error_info{r.failure ? r.failure->code : status::internal,
                       tag + ": " + (r.failure ? r.failure->what() : std::string("request failed"))};
 }
@@ -94,10 +94,10 @@ result<golden_work> golden_work_of(serving_engine& engine) {
     return w;
 }
 
-result<pkg::golden_verdict> judge_golden(const golden_work& work, const std::vector<std::vector<token_id>>& served) {
+result<pkg::golden_verdict> judge_golden(const golden_work& work, const std::vector<std::vector<actors::token_id>>& served) {
     auto verdict = pkg::compare_golden(work.corpus, served);
     if (!verdict.ok) return make_error(status::package_invalid, "golden check: " + verdict.reason);
     return verdict;
 }
 
-}  // namespace calserve::actors::steps
+}  // namespace calserve::engine::steps

@@ -15,7 +15,7 @@
 #include "model/package/package.hpp"
 #include "model/package/placement.hpp"
 
-namespace calserve::actors {
+namespace calserve::engine {
 
 class serving_engine;
 
@@ -23,7 +23,7 @@ namespace steps {
 
 // The warm-up request: one short greedy generation through the whole serving path.
 inline constexpr std::int64_t k_warmup_tokens = 4;
-inline constexpr token_id k_warmup_token = 9707;
+inline constexpr actors::token_id k_warmup_token = 9707;
 
 model::package::capacity_limits limits_of(const config& cfg);
 std::uint32_t board_chips(const config& cfg);
@@ -40,21 +40,21 @@ model::package::board_placement place_beside(const std::string& alias, const mod
                                              const std::vector<std::uint64_t>& resident);
 
 // A greedy request ignoring EOS (warm-up, golden corpus).
-generation_request greedy_request(std::string id, std::vector<token_id> prompt, std::int64_t tokens,
+actors::generation_request greedy_request(std::string id, std::vector<actors::token_id> prompt, std::int64_t tokens,
                                   std::chrono::milliseconds timeout);
 // An error or a timeout as the step's error (null when the request ended well).
-std::optional<error_info> step_failure(const generation_result& r, const std::string& tag);
+std::optional<error_info> step_failure(const actors::generation_result& r, const std::string& tag);
 
 // The golden corpus of the engine's package, as prompts and lengths.
 struct golden_work {
     std::vector<model::package::golden_entry> corpus;
-    std::vector<std::vector<token_id>> prompts;
+    std::vector<std::vector<actors::token_id>> prompts;
     std::vector<std::int64_t> lengths;
 };
 result<golden_work> golden_work_of(serving_engine& engine);
 // The served continuations against the corpus ("golden check: ..." on a mismatch).
 result<model::package::golden_verdict> judge_golden(const golden_work& work,
-                                                    const std::vector<std::vector<token_id>>& served);
+                                                    const std::vector<std::vector<actors::token_id>>& served);
 
 }  // namespace steps
-}  // namespace calserve::actors
+}  // namespace calserve::engine

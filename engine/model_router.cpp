@@ -17,7 +17,7 @@
 #include "device/fault_points.hpp"
 #include "model/package/placement.hpp"
 
-namespace calserve::actors {
+namespace calserve::engine {
 
 namespace fs = std::filesystem;
 namespace pkg = model::package;
@@ -60,7 +60,7 @@ std::map<std::string, saved_alias> restore_mapping(const fs::path& state_file, s
 
 // --- creation ----------------------------------------------------------------
 
-result<std::unique_ptr<model_router>> model_router::create(runtime& rt, const config& cfg, std::vector<model_spec> models,
+result<std::unique_ptr<model_router>> model_router::create(actors::runtime& rt, const config& cfg, std::vector<model_spec> models,
                                                            metrics::calserve_metrics* metrics, router_options options) {
     std::unique_ptr<model_router> r(new model_router());
     r->rt_ = &rt;
@@ -178,4 +178,4 @@ void model_router::housekeeping() {
     for (const auto& [name, n] : counts) metrics_->model_in_flight.labels({name}).set(double(n));
 }
 
-}  // namespace calserve::actors
+}  // namespace calserve::engine

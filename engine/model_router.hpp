@@ -51,8 +51,11 @@ class fault_registry;
 }
 
 namespace calserve::actors {
-
 class runtime;
+}  // namespace calserve::actors
+
+namespace calserve::engine {
+
 class serving_engine;
 
 // One model the daemon serves from the start (the command line).
@@ -73,27 +76,27 @@ struct router_options {
 inline constexpr int k_restore_attempts = 5;
 inline constexpr auto k_restore_backoff = std::chrono::milliseconds(500);
 
-class model_router final : public engine {
+class model_router final : public actors::engine {
 public:
     // Places `models` on the board (exit-2 material when they do not fit: the error
     // carries the per-chip plan) and brings each up. A valid state file overrides the
     // command line's directory of an alias and adds its other aliases.
-    static result<std::unique_ptr<model_router>> create(runtime& rt, const config& cfg, std::vector<model_spec> models,
+    static result<std::unique_ptr<model_router>> create(actors::runtime& rt, const config& cfg, std::vector<model_spec> models,
                                                         metrics::calserve_metrics* metrics, router_options options);
     ~model_router() override;
 
     // engine: routing and the board-wide view.
-    result<std::shared_ptr<engine>> route(std::string_view model) override;
-    std::vector<model_card> models() const override;
-    void_result submit(generation_request request, std::shared_ptr<generation_sink> sink) override;
+    result<std::shared_ptr<actors::engine>> route(std::string_view model) override;
+    std::vector<actors::model_card> models() const override;
+    void_result submit(actors::generation_request request, std::shared_ptr<actors::generation_sink> sink) override;
     void cancel(const std::string& request_id) override;
-    const model_card& card() const override;
-    engine_health health() const override;
-    result<std::vector<token_id>> encode(std::string_view text) const override;
-    result<std::vector<token_id>> encode_prompt(std::string_view text, std::int64_t max_tokens) const override;
-    result<std::string> decode(const std::vector<token_id>& ids) const override;
-    result<std::string> apply_chat_template(const std::vector<chat_message>& messages,
-                                            const chat_options& options) const override;
+    const actors::model_card& card() const override;
+    actors::engine_health health() const override;
+    result<std::vector<actors::token_id>> encode(std::string_view text) const override;
+    result<std::vector<actors::token_id>> encode_prompt(std::string_view text, std::int64_t max_tokens) const override;
+    result<std::string> decode(const std::vector<actors::token_id>& ids) const override;
+    result<std::string> apply_chat_template(const std::vector<actors::chat_message>& messages,
+                                            const actors::chat_options& options) const override;
     result<std::shared_ptr<const model::grammar::compiled>> compile_grammar(model::grammar::grammar_kind kind,
                                                                            std::string_view text) const override;
     void drain() override;
@@ -126,16 +129,16 @@ private:
     std::vector<std::shared_ptr<serving_engine>> resident() const;
     std::shared_ptr<serving_engine> any_engine() const;
 
-    runtime* rt_ = nullptr;
+    actors::runtime* rt_ = nullptr;
     const config* cfg_ = nullptr;
     metrics::calserve_metrics* metrics_ = nullptr;
     router_options options_;
     std::shared_ptr<device::fault_registry> faults_;
     std::shared_ptr<worker_driver> driver_;              // runs the steps and the housekeeping
     std::unique_ptr<generation_controller> controller_;  // every alias and its generations
-    model_card card_;                                    // the primary's card, or the first alias's
+    actors::model_card card_;                                    // the primary's card, or the first alias's
     std::string state_note_;
     std::atomic<bool> accepting_{true};
 };
 
-}  // namespace calserve::actors
+}  // namespace calserve::engine

@@ -4,7 +4,7 @@
 #include "engine/model_router.hpp"
 #include "engine/model_router_internal.hpp"
 
-namespace calserve::actors {
+namespace calserve::engine {
 
 namespace {
 const generation_alias* find(const alias_list& aliases, std::string_view name) {
@@ -14,8 +14,8 @@ const generation_alias* find(const alias_list& aliases, std::string_view name) {
 }
 }  // namespace
 
-result<std::shared_ptr<engine>> model_router::route(std::string_view model) {
-    auto routed = controller_->read([&](const alias_list& aliases) -> result<std::pair<std::string, std::shared_ptr<engine>>> {
+result<std::shared_ptr<actors::engine>> model_router::route(std::string_view model) {
+    auto routed = controller_->read([&](const alias_list& aliases) -> result<std::pair<std::string, std::shared_ptr<actors::engine>>> {
         std::string served;
         const generation_alias* only = nullptr;
         int serving = 0;
@@ -37,16 +37,16 @@ result<std::shared_ptr<engine>> model_router::route(std::string_view model) {
             if (!a->current)
                 return make_error(status::not_ready, "model '" + std::string(model) + "' has no serving generation now");
         }
-        return std::pair<std::string, std::shared_ptr<engine>>(a->name, a->current->engine);
+        return std::pair<std::string, std::shared_ptr<actors::engine>>(a->name, a->current->engine);
     });
     if (!routed) return routed.error();
     if (metrics_) metrics_->model_requests_total.labels({routed->first}).inc();
     return std::move(routed->second);
 }
 
-std::vector<model_card> model_router::models() const {
+std::vector<actors::model_card> model_router::models() const {
     return controller_->read([](const alias_list& aliases) {
-        std::vector<model_card> out;
+        std::vector<actors::model_card> out;
         for (const auto& a : aliases)
             if (a->current) out.push_back(a->current->engine->card());
         return out;
@@ -73,7 +73,7 @@ std::vector<std::shared_ptr<serving_engine>> model_router::resident() const {
     });
 }
 
-void_result model_router::submit(generation_request request, std::shared_ptr<generation_sink> sink) {
+void_result model_router::submit(actors::generation_request request, std::shared_ptr<actors::generation_sink> sink) {
     auto e = route("");
     if (!e) return e.error();
     return (*e)->submit(std::move(request), std::move(sink));
@@ -89,10 +89,10 @@ std::optional<std::uint64_t> model_router::sequence_of(const std::string& reques
     return std::nullopt;
 }
 
-const model_card& model_router::card() const { return card_; }
+const actors::model_card& model_router::card() const { return card_; }
 
-engine_health model_router::health() const {
-    engine_health h;
+actors::engine_health model_router::health() const {
+    actors::engine_health h;
     h.ready = accepting_.load();
     bool any_ready = false, first = true;
     controller_->read([&](const alias_list& aliases) {
@@ -114,26 +114,26 @@ engine_health model_router::health() const {
     h.ready = h.ready && any_ready;
     return h;
 }
-result<std::vector<token_id>> model_router::encode(std::string_view text) const {
+result<std::vector<actors::token_id>> model_router::encode(std::string_view text) const {
     auto e = any_engine();
     if (!e) return make_error(status::not_ready, "no model is serving");
     return e->encode(text);
 }
 
-result<std::vector<token_id>> model_router::encode_prompt(std::string_view text, std::int64_t max_tokens) const {
+result<std::vector<actors::token_id>> model_router::encode_prompt(std::string_view text, std::int64_t max_tokens) const {
     auto e = any_engine();
     if (!e) return make_error(status::not_ready, "no model is serving");
     return e->encode_prompt(text, max_tokens);
 }
 
-result<std::string> model_router::decode(const std::vector<token_id>& ids) const {
+result<std::string> model_router::decode(const std::vector<actors::token_id>& ids) const {
     auto e = any_engine();
     if (!e) return make_error(status::not_ready, "no model is serving");
     return e->decode(ids);
 }
 
-result<std::string> model_router::apply_chat_template(const std::vector<chat_message>& messages,
-                                                      const chat_options& options) const {
+result<std::string> model_router::apply_chat_template(const std::vector<actors::chat_message>& messages,
+                                                      const actors::chat_options& options) const {
     auto e = any_engine();
     if (!e) return make_error(status::not_ready, "no model is serving");
     return e->apply_chat_template(messages, options);
@@ -168,4 +168,4 @@ std::int64_t model_router::in_flight() const {
     return n;
 }
 
-}  // namespace calserve::actors
+}  // namespace calserve::engine

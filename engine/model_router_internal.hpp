@@ -12,7 +12,7 @@
 #include "engine/model_router.hpp"
 #include "engine/serving_engine.hpp"
 
-namespace calserve::actors {
+namespace calserve::engine {
 
 // The state file's mapping, as start-up restores it (model_router_state.cpp).
 struct saved_generation {
@@ -28,4 +28,4 @@ struct saved_alias {
 // The mapping in `file`, or why it is unusable (missing, torn, corrupt, unknown version).
 result<std::vector<saved_alias>> read_state(const std::filesystem::path& file);
 
-}  // namespace calserve::actors
+}  // namespace calserve::engine

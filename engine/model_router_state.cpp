@@ -14,7 +14,7 @@
 #include "io/atomic_file.hpp"
 #include "model/package/hashing.hpp"
 
-namespace calserve::actors {
+namespace calserve::engine {
 
 namespace json = boost::json;
 namespace fs = std::filesystem;
@@ -95,4 +95,4 @@ void model_router::persist(const alias_list& aliases) const {
         spdlog::error("models: cannot save the alias mapping: {}", w.error().what());
 }
 
-}  // namespace calserve::actors
+}  // namespace calserve::engine

@@ -6,20 +6,20 @@
 #include "actors/runtime/runtime.hpp"
 #include "device/sim/scheduler.hpp"
 
-namespace calserve::actors {
+namespace calserve::engine {
 
 class runtime_scheduler final : public device::sim::sim_scheduler {
 public:
-    explicit runtime_scheduler(runtime& rt) : rt_(rt), strand_(rt.make_strand()) {}
+    explicit runtime_scheduler(actors::runtime& rt) : rt_(rt), strand_(rt.make_strand()) {}
     device::sim::sim_time now() const override { return rt_.now(); }
     void call_at(device::sim::sim_time when, device::sim::sim_callback fn) override {
         rt_.schedule_after(strand_, when - rt_.now(), std::move(fn));
     }
-    bool is_virtual() const override { return rt_.mode() == run_mode::deterministic; }
+    bool is_virtual() const override { return rt_.mode() == actors::run_mode::deterministic; }
 
 private:
-    runtime& rt_;
-    runtime::strand_type strand_;
+    actors::runtime& rt_;
+    actors::runtime::strand_type strand_;
 };
 
-}  // namespace calserve::actors
+}  // namespace calserve::engine

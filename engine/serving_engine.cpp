@@ -14,20 +14,20 @@
 #include "model/sampling/sampling.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 
-namespace calserve::actors {
+namespace calserve::engine {
 
 // Shared with the actors' callbacks (which may outlive a call into the engine).
 struct serving_engine::registry {
     std::mutex mutex;
-    std::unordered_map<std::string, address<request_actor>> by_id;
-    std::unordered_map<sequence_id, address<request_actor>> by_seq;
-    std::unordered_map<std::string, sequence_id> seq_of;
+    std::unordered_map<std::string, actors::address<actors::request_actor>> by_id;
+    std::unordered_map<actors::sequence_id, actors::address<actors::request_actor>> by_seq;
+    std::unordered_map<std::string, actors::sequence_id> seq_of;
     std::atomic<std::int64_t> in_flight{0};
 
-    address<request_actor> find(sequence_id seq) {
+    actors::address<actors::request_actor> find(actors::sequence_id seq) {
         std::lock_guard lock(mutex);
         auto it = by_seq.find(seq);
-        return it == by_seq.end() ? address<request_actor>{} : it->second;
+        return it == by_seq.end() ? actors::address<actors::request_actor>{} : it->second;
     }
     void erase(const std::string& id) {
         std::lock_guard lock(mutex);
@@ -50,35 +50,35 @@ struct serving_engine::watch {
 namespace {
 
 // The package's decode programs by batch size, ascending (one per size).
-std::vector<decode_profile> decode_profiles_of(const device::package_spec& spec) {
-    std::vector<decode_profile> out;
+std::vector<actors::decode_profile> decode_profiles_of(const device::package_spec& spec) {
+    std::vector<actors::decode_profile> out;
     for (const auto& sm : spec.submodels) {
         if (sm.kind != device::submodel_kind::decode) continue;
-        if (std::any_of(out.begin(), out.end(), [&](const decode_profile& p) { return p.batch == sm.batch; })) continue;
+        if (std::any_of(out.begin(), out.end(), [&](const actors::decode_profile& p) { return p.batch == sm.batch; })) continue;
         out.push_back({std::max<std::int64_t>(1, sm.batch), sm.name});
     }
-    std::sort(out.begin(), out.end(), [](const decode_profile& a, const decode_profile& b) { return a.batch < b.batch; });
+    std::sort(out.begin(), out.end(), [](const actors::decode_profile& a, const actors::decode_profile& b) { return a.batch < b.batch; });
     return out;
 }
 
 // The decode profiles a session uses and its rows per job: runtime.max_batch (0 or
 // past the largest: the largest) rounded up to the profile that runs it (pick_profile);
 // profiles above that one are never used.
-result<std::vector<decode_profile>> usable_profiles(const device::package_spec& spec, std::int64_t& max_batch) {
+result<std::vector<actors::decode_profile>> usable_profiles(const device::package_spec& spec, std::int64_t& max_batch) {
     auto profiles = decode_profiles_of(spec);
     if (!spec.first_of(device::submodel_kind::prefill) || profiles.empty() || profiles.front().batch != 1)
         return make_error(status::submodel_not_found, "package needs a prefill and a batch-1 decode submodel");
     if (max_batch <= 0 || max_batch > profiles.back().batch) max_batch = profiles.back().batch;
     std::vector<std::int64_t> batches;
     for (const auto& p : profiles) batches.push_back(p.batch);
-    profiles.resize(*pick_profile(batches, max_batch) + 1);
+    profiles.resize(*actors::pick_profile(batches, max_batch) + 1);
     return profiles;
 }
 
-device_actor_options device_options_of(const config& cfg, std::string prefill_submodel,
-                                       std::vector<decode_profile> profiles,
+actors::device_actor_options device_options_of(const config& cfg, std::string prefill_submodel,
+                                       std::vector<actors::decode_profile> profiles,
                                        std::shared_ptr<device::fault_registry> faults) {
-    device_actor_options dopt;
+    actors::device_actor_options dopt;
     dopt.prefill_submodel = std::move(prefill_submodel);
     dopt.prefill_chunk = cfg.integer("runtime.prefill_chunk");
     dopt.decode_profiles = std::move(profiles);
@@ -95,15 +95,15 @@ device_actor_options device_options_of(const config& cfg, std::string prefill_su
     return dopt;
 }
 
-batch_tick_options tick_options_of(const config& cfg, std::int64_t max_batch, std::int64_t block_tokens) {
-    batch_tick_options bopt;
+actors::batch_tick_options tick_options_of(const config& cfg, std::int64_t max_batch, std::int64_t block_tokens) {
+    actors::batch_tick_options bopt;
     bopt.max_inflight = int(cfg.integer("runtime.max_inflight"));
     bopt.max_running = cfg.integer("runtime.max_running");
     bopt.policy.prefill_budget = int(cfg.integer("runtime.prefill_budget"));
     bopt.kv_wait = std::chrono::milliseconds(cfg.integer("runtime.kv_wait_ms"));
     bopt.policy.max_batch = int(max_batch);
     bopt.policy.decode_groups = int(cfg.integer("runtime.decode_groups"));
-    bopt.kv.policy = cfg.string("runtime.kv_policy") == "reserve" ? kv_policy::reserve : kv_policy::on_demand;
+    bopt.kv.policy = cfg.string("runtime.kv_policy") == "reserve" ? actors::kv_policy::reserve : actors::kv_policy::on_demand;
     bopt.kv.step_tokens = cfg.integer("runtime.kv_step_tokens");
     bopt.kv.block_tokens = block_tokens;
     bopt.max_job_retries = int(cfg.integer("runtime.max_job_retries"));
@@ -113,27 +113,27 @@ batch_tick_options tick_options_of(const config& cfg, std::int64_t max_batch, st
 }
 
 // Forwards to the client's sink and tells the watchdog that tokens are flowing.
-class progress_sink final : public generation_sink {
+class progress_sink final : public actors::generation_sink {
 public:
-    progress_sink(std::shared_ptr<generation_sink> inner, std::shared_ptr<serving_engine::watch> w, runtime* rt)
+    progress_sink(std::shared_ptr<actors::generation_sink> inner, std::shared_ptr<serving_engine::watch> w, actors::runtime* rt)
         : inner_(std::move(inner)), watch_(std::move(w)), rt_(rt) {}
-    void on_token(const generated_token& token) override {
+    void on_token(const actors::generated_token& token) override {
         watch_->progress.on_progress(rt_->now());
         inner_->on_token(token);
     }
-    void on_finish(const generation_result& result) override {
+    void on_finish(const actors::generation_result& result) override {
         watch_->progress.on_progress(rt_->now());
         inner_->on_finish(result);
     }
 
 private:
-    std::shared_ptr<generation_sink> inner_;
+    std::shared_ptr<actors::generation_sink> inner_;
     std::shared_ptr<serving_engine::watch> watch_;
-    runtime* rt_;
+    actors::runtime* rt_;
 };
 
 template <class A>
-mailbox_probe probe_of(const address<A>& a, std::string name) {
+mailbox_probe probe_of(const actors::address<A>& a, std::string name) {
     return {std::move(name), [a] { auto p = a.lock(); return p ? p->mailbox_size() : std::size_t{0}; },
             [a] { auto p = a.lock(); return p ? p->delivered() : std::uint64_t{0}; }};
 }
@@ -154,11 +154,11 @@ void declare_engine_consumers(device::fault_registry& faults) {
 void serving_engine::shutdown() {
     accepting_.store(false);
     watch_tick_.reset();
-    despawn(*rt_, tick_);
-    despawn(*rt_, session_);
-    despawn(*rt_, sampler_);
-    despawn(*rt_, kv_);
-    despawn(*rt_, device_actor_);
+    actors::despawn(*rt_, tick_);
+    actors::despawn(*rt_, session_);
+    actors::despawn(*rt_, sampler_);
+    actors::despawn(*rt_, kv_);
+    actors::despawn(*rt_, device_actor_);
 }
 
 // Threaded mode only: a periodic check of the actors' mailboxes and of token
@@ -188,13 +188,13 @@ void serving_engine::start_watch(std::chrono::nanoseconds interval) {
     rt_->schedule_after(rt_->context().get_executor(), interval, *tick);
 }
 
-result<std::unique_ptr<serving_engine>> serving_engine::create(runtime& rt, const config& cfg, const engine_setup& setup) {
+result<std::unique_ptr<serving_engine>> serving_engine::create(actors::runtime& rt, const config& cfg, const engine_setup& setup) {
     std::unique_ptr<serving_engine> e(new serving_engine());
     if (auto r = e->build(rt, cfg, setup); !r) return r.error();
     return e;
 }
 
-void_result serving_engine::build(runtime& rt, const config& cfg, const engine_setup& setup) {
+void_result serving_engine::build(actors::runtime& rt, const config& cfg, const engine_setup& setup) {
     rt_ = &rt;
     metrics_ = setup.metrics;
     registry_ = std::make_shared<registry>();
@@ -223,7 +223,7 @@ void_result serving_engine::build(runtime& rt, const config& cfg, const engine_s
     bopt.chain_tokens = bopt.chain_tokens && head;
     cache_identity_ = spec.name + "|" + spec.reference_model_dir.string();
     spawn_actors(device_options_of(cfg, spec.first_of(device::submodel_kind::prefill)->name, *profiles, faults_), bopt,
-                 kv_cache_options{bopt.prefix_cache, cfg.integer("runtime.prefix_cache_block")}, blocks, block_tokens,
+                 actors::kv_cache_options{bopt.prefix_cache, cfg.integer("runtime.prefix_cache_block")}, blocks, block_tokens,
                  int(cfg.integer("runtime.sampler_threads")));
     watch_ = std::make_shared<watch>(std::chrono::milliseconds(cfg.integer("runtime.progress_timeout_ms")));
     watch_->mailboxes.add(probe_of(device_actor_, "device"));
@@ -231,7 +231,7 @@ void_result serving_engine::build(runtime& rt, const config& cfg, const engine_s
     watch_->mailboxes.add(probe_of(tick_, "batch_tick"));
     watch_->mailboxes.add(probe_of(session_, "chip_session"));
     watch_->mailboxes.add(probe_of(sampler_, "sampler"));
-    if (rt.mode() == run_mode::threaded && watch_->progress.bound().count() > 0)
+    if (rt.mode() == actors::run_mode::threaded && watch_->progress.bound().count() > 0)
         start_watch(std::max<std::chrono::nanoseconds>(watch_->progress.bound() / 2, std::chrono::milliseconds(100)));
     std::string batches;
     for (const auto& p : *profiles) batches += (batches.empty() ? "" : ",") + std::to_string(p.batch);
@@ -267,20 +267,20 @@ void_result serving_engine::open_device(const config& cfg, const engine_setup& s
 }
 
 // The five session actors, wired, with the device starting up.
-void serving_engine::spawn_actors(device_actor_options dopt, batch_tick_options bopt, kv_cache_options cache,
+void serving_engine::spawn_actors(actors::device_actor_options dopt, actors::batch_tick_options bopt, actors::kv_cache_options cache,
                                   std::int64_t kv_blocks,
                                   std::int64_t block_tokens, int sampler_threads) {
-    sampler_options sopt;
+    actors::sampler_options sopt;
     sopt.threads = sampler_threads;
     sopt.faults = faults_;
     auto& rt = *rt_;
     auto reg = registry_;
-    device_actor_ = spawn<device_actor>(rt, device_, std::move(dopt), metrics_);
-    kv_ = spawn<kv_manager_actor>(rt, kv_blocks, block_tokens, metrics_, cache);
-    tick_ = spawn<batch_tick_actor>(rt, std::move(bopt), metrics_);
-    session_ = spawn<chip_session_actor>(rt, [reg](sequence_id s) { return reg->find(s); }, metrics_);
-    sampler_ = spawn<sampler_actor>(rt, sopt, metrics_);
-    journal_ = std::make_shared<engine_journal>();
+    device_actor_ = spawn<actors::device_actor>(rt, device_, std::move(dopt), metrics_);
+    kv_ = spawn<actors::kv_manager_actor>(rt, kv_blocks, block_tokens, metrics_, cache);
+    tick_ = spawn<actors::batch_tick_actor>(rt, std::move(bopt), metrics_);
+    session_ = spawn<actors::chip_session_actor>(rt, [reg](actors::sequence_id s) { return reg->find(s); }, metrics_);
+    sampler_ = spawn<actors::sampler_actor>(rt, sopt, metrics_);
+    journal_ = std::make_shared<actors::engine_journal>();
     device_actor_.lock()->set_journal(journal_);
     session_.lock()->set_journal(journal_);
     device_actor_.lock()->wire(session_, kv_);
@@ -288,14 +288,14 @@ void serving_engine::spawn_actors(device_actor_options dopt, batch_tick_options 
     kv_.lock()->wire(device_actor_);
     session_.lock()->wire(tick_, device_actor_, sampler_);
     sampler_.lock()->wire(session_);
-    (void)device_actor_.tell(da_start{});
+    (void)device_actor_.tell(actors::da_start{});
 }
 
-void_result serving_engine::submit(generation_request request, std::shared_ptr<generation_sink> sink) {
+void_result serving_engine::submit(actors::generation_request request, std::shared_ptr<actors::generation_sink> sink) {
     // Admission at the door (plan_door); its refusals keep their place among the
     // request's own checks: dead, draining, the request, context, sampling, in flight.
     const std::int64_t need = std::int64_t(request.prompt.size()) + request.max_tokens;
-    const auto door = plan_door(door_admission(std::int64_t(request.prompt.size()), request.max_tokens));
+    const auto door = actors::plan_door(door_admission(std::int64_t(request.prompt.size()), request.max_tokens));
     if (door.reason == status::device_dead) return make_error(status::device_dead, "the device is dead");
     if (door.reason == status::not_ready) return make_error(status::not_ready, "server is draining");
     if (request.prompt.empty()) return make_error(status::invalid_argument, "prompt: must not be empty");
@@ -311,7 +311,7 @@ void_result serving_engine::submit(generation_request request, std::shared_ptr<g
     if (auto v = model::validate(request.sampling, std::size_t(card_.vocab_size)); !v) return v.error();
     if (door.reason == status::queue_full) return make_error(status::queue_full, "too many requests in flight");
 
-    auto seq = std::make_shared<sequence_state>();
+    auto seq = std::make_shared<actors::sequence_state>();
     seq->seq = ++next_seq_;
     seq->request_id = request.id;
     seq->tokens = std::move(request.prompt);
@@ -321,14 +321,14 @@ void_result serving_engine::submit(generation_request request, std::shared_ptr<g
     seq->params = std::move(request.sampling);
     seq->rng = model::request_rng(model::request_rng::derive_seed(seq->params.seed, seq->seq));
     seq->arrived = rt_->now();
-    seq->scope = cache_scope(cache_identity_, request.cache_salt);
+    seq->scope = actors::cache_scope(cache_identity_, request.cache_salt);
     if (request.constraint.active()) {
         auto c = make_constraint(request.constraint);
         if (!c) return c.error();
         seq->constraint = std::move(*c);
     }
 
-    request_setup rs;
+    actors::request_setup rs;
     rs.seq = seq;
     rs.sink = std::make_shared<progress_sink>(std::move(sink), watch_, rt_);
     rs.tokenizer = tokenizer_;
@@ -341,13 +341,13 @@ void_result serving_engine::submit(generation_request request, std::shared_ptr<g
     rs.timeout = std::chrono::milliseconds(ms);
     rs.tick = tick_;
     auto reg = registry_;
-    rs.on_terminal = [reg](const std::string& id, request_state) { reg->erase(id); };
+    rs.on_terminal = [reg](const std::string& id, actors::request_state) { reg->erase(id); };
 
-    auto addr = spawn<request_actor>(*rt_, std::move(rs), metrics_);
+    auto addr = spawn<actors::request_actor>(*rt_, std::move(rs), metrics_);
     {
         std::lock_guard lock(registry_->mutex);
         if (registry_->by_id.contains(request.id)) {
-            despawn(*rt_, addr);
+            actors::despawn(*rt_, addr);
             return make_error(status::invalid_argument, "request id already in use: " + request.id);
         }
         registry_->by_id[request.id] = addr;
@@ -355,19 +355,19 @@ void_result serving_engine::submit(generation_request request, std::shared_ptr<g
         registry_->seq_of[request.id] = seq->seq;
         watch_->progress.on_admitted(rt_->now(), registry_->in_flight.fetch_add(1) == 0);
     }
-    (void)addr.tell(rq_start{});
+    (void)addr.tell(actors::rq_start{});
     return {};
 }
 
 // The door bounds the requests in flight (running or waiting in the BatchTick) to
 // max_running + max_queued.
-door_input serving_engine::door_admission(std::int64_t prompt, std::int64_t max_tokens) const {
-    door_input in;
+actors::door_input serving_engine::door_admission(std::int64_t prompt, std::int64_t max_tokens) const {
+    actors::door_input in;
     in.in_flight = registry_->in_flight.load();
     in.max_in_flight = max_running_ + max_queued_;
-    in.fits_context = fits_context(prompt, max_tokens, card_.usable_context);
+    in.fits_context = actors::fits_context(prompt, max_tokens, card_.usable_context);
     in.accepting = accepting_.load();
-    in.device_dead = device_state() == device_health::dead;
+    in.device_dead = device_state() == device::device_health::dead;
     return in;
 }
 
@@ -379,42 +379,42 @@ std::optional<std::uint64_t> serving_engine::sequence_of(const std::string& requ
 }
 
 void serving_engine::cancel(const std::string& request_id) {
-    address<request_actor> addr;
+    actors::address<actors::request_actor> addr;
     {
         std::lock_guard lock(registry_->mutex);
         if (auto it = registry_->by_id.find(request_id); it != registry_->by_id.end()) addr = it->second;
     }
-    (void)addr.tell(rq_cancel{});
+    (void)addr.tell(actors::rq_cancel{});
 }
 
 std::int64_t serving_engine::in_flight() const { return registry_->in_flight.load(); }
 
-device_health serving_engine::device_state() const {
+device::device_health serving_engine::device_state() const {
     auto d = device_actor_.lock();
-    return d ? d->health() : device_health::dead;
+    return d ? d->health() : device::device_health::dead;
 }
 
-engine_health serving_engine::health() const {
-    engine_health h;
+actors::engine_health serving_engine::health() const {
+    actors::engine_health h;
     auto state = device_state();
     h.device_state = std::string(to_string(state));
-    h.ready = accepting_.load() && (state == device_health::ready || state == device_health::busy);
+    h.ready = accepting_.load() && (state == device::device_health::ready || state == device::device_health::busy);
     h.running = registry_->in_flight.load();
-    h.healthy = state != device_health::dead && !watch_->progress.stalled(rt_->now(), h.running);
+    h.healthy = state != device::device_health::dead && !watch_->progress.stalled(rt_->now(), h.running);
     if (auto t = tick_.lock()) h.waiting = std::int64_t(t->pending());
     return h;
 }
 
-result<std::vector<token_id>> serving_engine::encode(std::string_view text) const { return tokenizer_->encode(text); }
+result<std::vector<actors::token_id>> serving_engine::encode(std::string_view text) const { return tokenizer_->encode(text); }
 
-result<std::vector<token_id>> serving_engine::encode_prompt(std::string_view text, std::int64_t max_tokens) const {
+result<std::vector<actors::token_id>> serving_engine::encode_prompt(std::string_view text, std::int64_t max_tokens) const {
     return tokenizer_->encode(text, max_tokens);
 }
 
-result<std::string> serving_engine::decode(const std::vector<token_id>& ids) const { return tokenizer_->decode(ids); }
+result<std::string> serving_engine::decode(const std::vector<actors::token_id>& ids) const { return tokenizer_->decode(ids); }
 
-result<std::string> serving_engine::apply_chat_template(const std::vector<chat_message>& messages,
-                                                        const chat_options& options) const {
+result<std::string> serving_engine::apply_chat_template(const std::vector<actors::chat_message>& messages,
+                                                        const actors::chat_options& options) const {
     return tokenizer_->apply_chat_template(messages, options);
 }
 
@@ -424,7 +424,7 @@ result<std::shared_ptr<const model::grammar::compiled>> serving_engine::compile_
         // Added tokens that decode as plain text (Qwen3's <tool_call>, </tool_call>,
         // <think>, </think>: "special": false) may spell grammar text, so a model can
         // write a tool call with the single token it was trained on.
-        std::vector<token_id> text_added;
+        std::vector<actors::token_id> text_added;
         for (auto id : tokenizer_->added_token_ids())
             if (!tokenizer_->is_special(id)) text_added.push_back(id);
         grammar_cache_ = std::make_unique<model::grammar::compile_cache>(
@@ -435,8 +435,8 @@ result<std::shared_ptr<const model::grammar::compiled>> serving_engine::compile_
 
 // The per-sequence state of a constraint; compiles the grammar when the request
 // comes without it (a replayed trace records kind and text only).
-result<std::unique_ptr<sequence_constraint>> serving_engine::make_constraint(output_constraint& c) const {
-    auto out = std::make_unique<sequence_constraint>();
+result<std::unique_ptr<actors::sequence_constraint>> serving_engine::make_constraint(actors::output_constraint& c) const {
+    auto out = std::make_unique<actors::sequence_constraint>();
     if (c.has_grammar()) {
         if (!c.compiled) {
             auto g = compile_grammar(c.kind, c.grammar);
@@ -451,14 +451,14 @@ result<std::unique_ptr<sequence_constraint>> serving_engine::make_constraint(out
     return out;
 }
 
-void serving_engine::reset_device(std::string reason) { (void)device_actor_.tell(da_reset{std::move(reason)}); }
+void serving_engine::reset_device(std::string reason) { (void)device_actor_.tell(actors::da_reset{std::move(reason)}); }
 
-void serving_engine::clear_prefix_cache() { (void)kv_.tell(kv_drop_cache{true}); }
+void serving_engine::clear_prefix_cache() { (void)kv_.tell(actors::kv_drop_cache{true}); }
 
 std::shared_ptr<device::fault_registry> serving_engine::faults() const { return faults_; }
 
-const kv_manager_actor& serving_engine::kv_manager() const { return *kv_.lock(); }
-const batch_tick_actor& serving_engine::batch_tick() const { return *tick_.lock(); }
+const actors::kv_manager_actor& serving_engine::kv_manager() const { return *kv_.lock(); }
+const actors::batch_tick_actor& serving_engine::batch_tick() const { return *tick_.lock(); }
 std::chrono::nanoseconds serving_engine::now() const { return rt_->now(); }
 
 std::uint64_t serving_engine::device_resets() const {
@@ -466,4 +466,4 @@ std::uint64_t serving_engine::device_resets() const {
     return d ? d->resets() : 0;
 }
 
-}  // namespace calserve::actors
+}  // namespace calserve::engine

@@ -43,7 +43,6 @@ class tokenizer;
 }
 
 namespace calserve::actors {
-
 class request_actor;
 class batch_tick_actor;
 class chip_session_actor;
@@ -55,6 +54,10 @@ struct device_actor_options;
 struct batch_tick_options;
 struct kv_cache_options;
 struct door_input;
+struct sequence_constraint;
+}  // namespace calserve::actors
+
+namespace calserve::engine {
 
 struct engine_setup {
     std::filesystem::path package_dir;     // sim backend: a calbin package directory
@@ -68,22 +71,20 @@ struct engine_setup {
 // Declares the points an engine's device and sampler consume on `faults`.
 void declare_engine_consumers(device::fault_registry& faults);
 
-struct sequence_constraint;
-
-class serving_engine final : public engine {
+class serving_engine final : public actors::engine {
 public:
-    static result<std::unique_ptr<serving_engine>> create(runtime& rt, const config& cfg, const engine_setup& setup);
+    static result<std::unique_ptr<serving_engine>> create(actors::runtime& rt, const config& cfg, const engine_setup& setup);
     ~serving_engine() override;
 
-    void_result submit(generation_request request, std::shared_ptr<generation_sink> sink) override;
+    void_result submit(actors::generation_request request, std::shared_ptr<actors::generation_sink> sink) override;
     void cancel(const std::string& request_id) override;
-    const model_card& card() const override { return card_; }
-    engine_health health() const override;
-    result<std::vector<token_id>> encode(std::string_view text) const override;
-    result<std::vector<token_id>> encode_prompt(std::string_view text, std::int64_t max_tokens) const override;
-    result<std::string> decode(const std::vector<token_id>& ids) const override;
-    result<std::string> apply_chat_template(const std::vector<chat_message>& messages,
-                                            const chat_options& options) const override;
+    const actors::model_card& card() const override { return card_; }
+    actors::engine_health health() const override;
+    result<std::vector<actors::token_id>> encode(std::string_view text) const override;
+    result<std::vector<actors::token_id>> encode_prompt(std::string_view text, std::int64_t max_tokens) const override;
+    result<std::string> decode(const std::vector<actors::token_id>& ids) const override;
+    result<std::string> apply_chat_template(const std::vector<actors::chat_message>& messages,
+                                            const actors::chat_options& options) const override;
     result<std::shared_ptr<const model::grammar::compiled>> compile_grammar(model::grammar::grammar_kind kind,
                                                                            std::string_view text) const override;
     void drain() override { accepting_.store(false); }
@@ -102,11 +103,11 @@ public:
     void clear_prefix_cache();
     device::device& dev() { return *device_; }
     std::shared_ptr<device::fault_registry> faults() const;
-    const kv_manager_actor& kv_manager() const;
-    const batch_tick_actor& batch_tick() const;
+    const actors::kv_manager_actor& kv_manager() const;
+    const actors::batch_tick_actor& batch_tick() const;
     std::uint64_t device_resets() const;
     // Recent jobs per slot and device transitions (the console's engine view).
-    const engine_journal& journal() const { return *journal_; }
+    const actors::engine_journal& journal() const { return *journal_; }
     // The engine's clock (runtime time), the journal's time base.
     std::chrono::nanoseconds now() const;
     // The sequence number of a request in flight (its admission order, from 1; fault
@@ -122,15 +123,15 @@ public:
 
 private:
     serving_engine() = default;
-    void_result build(runtime& rt, const config& cfg, const engine_setup& setup);
+    void_result build(actors::runtime& rt, const config& cfg, const engine_setup& setup);
     void_result open_device(const config& cfg, const engine_setup& setup);
-    void spawn_actors(device_actor_options dopt, batch_tick_options bopt, kv_cache_options cache, std::int64_t kv_blocks,
+    void spawn_actors(actors::device_actor_options dopt, actors::batch_tick_options bopt, actors::kv_cache_options cache, std::int64_t kv_blocks,
                       std::int64_t block_tokens, int sampler_threads);
-    door_input door_admission(std::int64_t prompt, std::int64_t max_tokens) const;
+    actors::door_input door_admission(std::int64_t prompt, std::int64_t max_tokens) const;
     void start_watch(std::chrono::nanoseconds interval);
-    result<std::unique_ptr<sequence_constraint>> make_constraint(output_constraint& c) const;
+    result<std::unique_ptr<actors::sequence_constraint>> make_constraint(actors::output_constraint& c) const;
 
-    runtime* rt_ = nullptr;
+    actors::runtime* rt_ = nullptr;
     metrics::calserve_metrics* metrics_ = nullptr;
     std::unique_ptr<device::sim::sim_scheduler> scheduler_;  // outlives the device's pending events
     std::shared_ptr<device::device> device_;
@@ -138,10 +139,10 @@ private:
     std::shared_ptr<const model::tokenizer> tokenizer_;
     std::shared_ptr<registry> registry_;
     std::shared_ptr<watch> watch_;
-    std::shared_ptr<engine_journal> journal_;
+    std::shared_ptr<actors::engine_journal> journal_;
     std::shared_ptr<std::function<void()>> watch_tick_;  // the periodic check; dies with the engine
-    model_card card_;
-    std::vector<token_id> eos_ids_;
+    actors::model_card card_;
+    std::vector<actors::token_id> eos_ids_;
     // Built on the first constrained request (the vocabulary walk is not free), then shared.
     mutable std::once_flag grammar_once_;
     mutable std::unique_ptr<model::grammar::compile_cache> grammar_cache_;
@@ -149,11 +150,11 @@ private:
     std::string cache_identity_;  // the package the prefix cache scope names
     std::atomic<bool> accepting_{true};
     std::atomic<std::uint64_t> next_seq_{0};
-    address<batch_tick_actor> tick_;
-    address<chip_session_actor> session_;
-    address<kv_manager_actor> kv_;
-    address<device_actor> device_actor_;
-    address<sampler_actor> sampler_;
+    actors::address<actors::batch_tick_actor> tick_;
+    actors::address<actors::chip_session_actor> session_;
+    actors::address<actors::kv_manager_actor> kv_;
+    actors::address<actors::device_actor> device_actor_;
+    actors::address<actors::sampler_actor> sampler_;
 };
 
-}  // namespace calserve::actors
+}  // namespace calserve::engine

@@ -12,21 +12,21 @@
 #include "device/fault_points.hpp"
 #include "io/trace_writer.hpp"
 
-namespace calserve::actors {
+namespace calserve::engine {
 
 // ---- trace_recorder ----
 
-trace_recorder::trace_recorder(runtime& rt, std::string path, std::unique_ptr<io::trace_writer> writer)
+trace_recorder::trace_recorder(actors::runtime& rt, std::string path, std::unique_ptr<io::trace_writer> writer)
     : rt_(rt), path_(std::move(path)), writer_(std::move(writer)) {}
 
-result<std::unique_ptr<trace_recorder>> trace_recorder::open(runtime& rt, const std::string& path,
+result<std::unique_ptr<trace_recorder>> trace_recorder::open(actors::runtime& rt, const std::string& path,
                                                              const io::trace_header& header) {
     auto w = io::trace_writer::open(path);
     if (!w) return w.error();
     std::unique_ptr<trace_recorder> r(new trace_recorder(rt, path, std::move(w.value())));
     r->record(header);
     trace_recorder* self = r.get();
-    rt.set_delivery_hook([self](const delivery& d) {
+    rt.set_delivery_hook([self](const actors::delivery& d) {
         ++self->messages_;
         self->writer_->push(io::encode(io::trace_message{d.sequence, d.time.count(), d.from.value, d.to.value,
                                                          std::string(d.from_name), std::string(d.to_name),
@@ -98,7 +98,7 @@ io::trace_header daemon_trace_header(const config& cfg, const std::string& packa
 
 namespace {
 
-io::trace_submit to_trace(const generation_request& r, std::int64_t t_ns) {
+io::trace_submit to_trace(const actors::generation_request& r, std::int64_t t_ns) {
     io::trace_submit s;
     s.t_ns = t_ns;
     s.id = r.id;
@@ -174,7 +174,7 @@ struct timed_sink final : generation_sink {
 
 }  // namespace
 
-traced_engine::traced_engine(generation_host& host, realtime_driver& driver, io::trace_header header,
+traced_engine::traced_engine(generation_host& host, actors::realtime_driver& driver, io::trace_header header,
                              std::unique_ptr<trace_recorder> recorder)
     : host_(host), driver_(driver), header_(std::move(header)), recorder_(std::move(recorder)) {
     if (recorder_) recorder_->attach_faults(host_.faults());
@@ -194,7 +194,7 @@ void traced_engine::record(const io::trace_record& r) {
     if (recorder_) recorder_->record(r);
 }
 
-void_result traced_engine::submit(generation_request request, std::shared_ptr<generation_sink> sink) {
+void_result traced_engine::submit(actors::generation_request request, std::shared_ptr<actors::generation_sink> sink) {
     return driver_.call([&]() -> void_result {
         if (!recorder_) return host_.submit(std::move(request), std::move(sink));
         record(to_trace(request, driver_.rt().now().count()));
@@ -222,29 +222,29 @@ namespace {
 error_info none_resident() { return error_info{status::not_ready, "no model is serving"}; }
 }  // namespace
 
-const model_card& traced_engine::card() const { return host_.card(); }
-engine_health traced_engine::health() const {
+const actors::model_card& traced_engine::card() const { return host_.card(); }
+actors::engine_health traced_engine::health() const {
     auto e = host_.current();
-    if (!e) return engine_health{false, true, "unloaded", 0, 0};
+    if (!e) return actors::engine_health{false, true, "unloaded", 0, 0};
     return e->health();
 }
-result<std::vector<token_id>> traced_engine::encode(std::string_view text) const {
+result<std::vector<actors::token_id>> traced_engine::encode(std::string_view text) const {
     auto e = inner();
     if (!e) return none_resident();
     return e->encode(text);
 }
-result<std::vector<token_id>> traced_engine::encode_prompt(std::string_view text, std::int64_t max_tokens) const {
+result<std::vector<actors::token_id>> traced_engine::encode_prompt(std::string_view text, std::int64_t max_tokens) const {
     auto e = inner();
     if (!e) return none_resident();
     return e->encode_prompt(text, max_tokens);
 }
-result<std::string> traced_engine::decode(const std::vector<token_id>& ids) const {
+result<std::string> traced_engine::decode(const std::vector<actors::token_id>& ids) const {
     auto e = inner();
     if (!e) return none_resident();
     return e->decode(ids);
 }
-result<std::string> traced_engine::apply_chat_template(const std::vector<chat_message>& messages,
-                                                       const chat_options& options) const {
+result<std::string> traced_engine::apply_chat_template(const std::vector<actors::chat_message>& messages,
+                                                       const actors::chat_options& options) const {
     auto e = inner();
     if (!e) return none_resident();
     return e->apply_chat_template(messages, options);
@@ -359,7 +359,7 @@ void_result traced_engine::start_trace(const std::string& path) {
                                                  "happened): record with --trace from the start instead");
         auto inner = host_.current();
         if (!inner) return make_error(status::not_ready, "trace.start needs a serving model");
-        if (auto h = inner->device_state(); h != device_health::ready && h != device_health::busy)
+        if (auto h = inner->device_state(); h != device::device_health::ready && h != device::device_health::busy)
             return make_error(status::not_ready, "trace.start needs a ready device");
         auto h = header_;
         h.from_start = false;
@@ -385,4 +385,4 @@ result<std::string> traced_engine::stop_trace() {
     });
 }
 
-}  // namespace calserve::actors
+}  // namespace calserve::engine

@@ -39,9 +39,12 @@ class trace_writer;
 }
 
 namespace calserve::actors {
-
 class realtime_driver;
 class runtime;
+}  // namespace calserve::actors
+
+namespace calserve::engine {
+
 class serving_engine;
 class generation_host;
 struct load_request;
@@ -51,7 +54,7 @@ struct generation_info;
 // delivery hook. Driver thread only (or before the driver starts).
 class trace_recorder {
 public:
-    static result<std::unique_ptr<trace_recorder>> open(runtime& rt, const std::string& path,
+    static result<std::unique_ptr<trace_recorder>> open(actors::runtime& rt, const std::string& path,
                                                         const io::trace_header& header);
     ~trace_recorder();
     void record(const io::trace_record& record);
@@ -62,8 +65,8 @@ public:
     const std::string& path() const { return path_; }
 
 private:
-    trace_recorder(runtime& rt, std::string path, std::unique_ptr<io::trace_writer> writer);
-    runtime& rt_;
+    trace_recorder(actors::runtime& rt, std::string path, std::unique_ptr<io::trace_writer> writer);
+    actors::runtime& rt_;
     std::string path_;
     std::unique_ptr<io::trace_writer> writer_;
     std::shared_ptr<device::fault_registry> faults_;
@@ -76,22 +79,22 @@ private:
 io::trace_header daemon_trace_header(const config& cfg, const std::string& package_dir, const std::string& model_dir,
                                      const std::string& alias = "");
 
-class traced_engine final : public engine {
+class traced_engine final : public actors::engine {
 public:
     // `recorder` may be null (recordable, no trace yet) or a trace opened before the engine was built.
-    traced_engine(generation_host& host, realtime_driver& driver, io::trace_header header,
+    traced_engine(generation_host& host, actors::realtime_driver& driver, io::trace_header header,
                   std::unique_ptr<trace_recorder> recorder);
     ~traced_engine() override;
 
-    void_result submit(generation_request request, std::shared_ptr<generation_sink> sink) override;
+    void_result submit(actors::generation_request request, std::shared_ptr<actors::generation_sink> sink) override;
     void cancel(const std::string& request_id) override;
-    const model_card& card() const override;
-    engine_health health() const override;
-    result<std::vector<token_id>> encode(std::string_view text) const override;
-    result<std::vector<token_id>> encode_prompt(std::string_view text, std::int64_t max_tokens) const override;
-    result<std::string> decode(const std::vector<token_id>& ids) const override;
-    result<std::string> apply_chat_template(const std::vector<chat_message>& messages,
-                                            const chat_options& options) const override;
+    const actors::model_card& card() const override;
+    actors::engine_health health() const override;
+    result<std::vector<actors::token_id>> encode(std::string_view text) const override;
+    result<std::vector<actors::token_id>> encode_prompt(std::string_view text, std::int64_t max_tokens) const override;
+    result<std::string> decode(const std::vector<actors::token_id>& ids) const override;
+    result<std::string> apply_chat_template(const std::vector<actors::chat_message>& messages,
+                                            const actors::chat_options& options) const override;
     result<std::shared_ptr<const model::grammar::compiled>> compile_grammar(model::grammar::grammar_kind kind,
                                                                            std::string_view text) const override;
     void drain() override;
@@ -122,11 +125,11 @@ private:
     void record(const io::trace_record& r);  // driver thread
 
     generation_host& host_;
-    realtime_driver& driver_;
+    actors::realtime_driver& driver_;
     io::trace_header header_;
     // Driver thread only. Shared so that a request's outcome record goes to the trace that
     // was on when it was submitted, and to none once that trace is closed.
     std::shared_ptr<trace_recorder> recorder_;
 };
 
-}  // namespace calserve::actors
+}  // namespace calserve::engine

@@ -1,6 +1,6 @@
 #include "engine/watchdog.hpp"
 
-namespace calserve::actors {
+namespace calserve::engine {
 
 bool progress_watchdog::stalled(std::chrono::nanoseconds now, std::int64_t in_flight) const {
     if (bound_.count() <= 0 || in_flight <= 0) return false;
@@ -30,4 +30,4 @@ std::vector<std::string> mailbox_watch::check() {
     return stuck;
 }
 
-}  // namespace calserve::actors
+}  // namespace calserve::engine

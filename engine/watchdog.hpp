@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-namespace calserve::actors {
+namespace calserve::engine {
 
 class progress_watchdog {
 public:
@@ -69,4 +69,4 @@ private:
     std::vector<watched> watched_;
 };
 
-}  // namespace calserve::actors
+}  // namespace calserve::engine

@@ -199,7 +199,3 @@ struct calserve_metrics {
 };
 
 }  // namespace calserve::metrics
-
-namespace calserve::actors {
-using metrics::calserve_metrics;
-}

@@ -141,10 +141,10 @@ result<std::string> engine_control::stats() {
     return json::serialize(o);
 }
 
-std::shared_ptr<actors::serving_engine> engine_control::engine() const {
+std::shared_ptr<engine::serving_engine> engine_control::engine() const {
     if (router_) return router_->primary();
     if (traced_) return traced_->inner();
-    return std::shared_ptr<actors::serving_engine>(std::shared_ptr<actors::serving_engine>{}, engine_);
+    return std::shared_ptr<engine::serving_engine>(std::shared_ptr<engine::serving_engine>{}, engine_);
 }
 
 std::shared_ptr<device::fault_registry> engine_control::faults() const {
@@ -158,7 +158,7 @@ const char* const k_no_generations = "this engine serves one model and manages n
 
 result<std::uint64_t> engine_control::model_load(const std::string& alias, const std::string& dir, bool replace,
                                                  bool keep) {
-    actors::load_request r{alias, dir, replace, keep};
+    engine::load_request r{alias, dir, replace, keep};
     if (traced_) return traced_->model_load(r);
     if (!router_) return make_error(status::unsupported, k_no_generations);
     return router_->load(r);

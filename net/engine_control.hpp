@@ -37,15 +37,15 @@ class engine_control final : public control_target {
 public:
     // `metrics` may be null (stats then omit the metric-derived fields).
     // `traced` may be null (threaded daemon: no recording).
-    engine_control(actors::serving_engine& engine, metrics::calserve_metrics* metrics)
+    engine_control(engine::serving_engine& engine, metrics::calserve_metrics* metrics)
         : engine_(&engine), metrics_(metrics) {}
     // A recordable daemon: every command goes through `traced` (recorded), device
     // commands and stats to its serving generation.
-    engine_control(actors::traced_engine& traced, metrics::calserve_metrics* metrics)
+    engine_control(engine::traced_engine& traced, metrics::calserve_metrics* metrics)
         : metrics_(metrics), traced_(&traced) {}
     // Several models and generations: device commands and stats go to the primary
     // model's serving generation; faults to the board's shared registry.
-    engine_control(actors::model_router& router, metrics::calserve_metrics* metrics)
+    engine_control(engine::model_router& router, metrics::calserve_metrics* metrics)
         : router_(&router), metrics_(metrics) {}
 
     result<std::uint64_t> fault_arm(const fault_arm_request& request) override;
@@ -65,13 +65,13 @@ public:
 
 private:
     // The engine device commands go to (held for the call); null when none serves.
-    std::shared_ptr<actors::serving_engine> engine() const;
+    std::shared_ptr<engine::serving_engine> engine() const;
     std::shared_ptr<device::fault_registry> faults() const;
 
-    actors::serving_engine* engine_ = nullptr;
-    actors::model_router* router_ = nullptr;
+    engine::serving_engine* engine_ = nullptr;
+    engine::model_router* router_ = nullptr;
     metrics::calserve_metrics* metrics_;
-    actors::traced_engine* traced_ = nullptr;
+    engine::traced_engine* traced_ = nullptr;
 };
 
 }  // namespace calserve::net

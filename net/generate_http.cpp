@@ -20,7 +20,7 @@ using namespace boost::asio::experimental::awaitable_operators;
 using asio::use_awaitable;
 using actors::finish_reason;
 
-void token_clock::on_token(actors::calserve_metrics& m, steady_clock::time_point at) {
+void token_clock::on_token(metrics::calserve_metrics& m, steady_clock::time_point at) {
     if (!last) {
         ttft_s = seconds_between(received, at);
         m.time_to_first_token.observe(ttft_s);
@@ -30,7 +30,7 @@ void token_clock::on_token(actors::calserve_metrics& m, steady_clock::time_point
     last = at;
 }
 
-void count_outcome(actors::calserve_metrics& m, finish_reason r) {
+void count_outcome(metrics::calserve_metrics& m, finish_reason r) {
     using metrics::outcome;
     switch (r) {
         case finish_reason::stop: m.requests(outcome::stop).inc(); return;

@@ -82,7 +82,7 @@ server_options server_options::from_config(const config& c) {
     return o;
 }
 
-http_server::impl::impl(asio::io_context& ctx, actors::engine& e, actors::calserve_metrics& m, server_options o)
+http_server::impl::impl(asio::io_context& ctx, actors::engine& e, calserve::metrics::calserve_metrics& m, server_options o)
     : ioc(ctx),
       engine(e),
       metrics(m),
@@ -257,7 +257,7 @@ asio::awaitable<void> run_listener(std::shared_ptr<http_server::impl> srv) {
 }
 }  // namespace
 
-http_server::http_server(asio::io_context& ioc, actors::engine& engine, actors::calserve_metrics& metrics,
+http_server::http_server(asio::io_context& ioc, actors::engine& engine, metrics::calserve_metrics& metrics,
                          server_options options)
     : impl_(std::make_shared<impl>(ioc, engine, metrics, std::move(options))) {}
 

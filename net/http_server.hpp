@@ -92,7 +92,7 @@ std::size_t default_max_connections();
 
 class http_server {
 public:
-    http_server(boost::asio::io_context& ioc, actors::engine& engine, actors::calserve_metrics& metrics,
+    http_server(boost::asio::io_context& ioc, actors::engine& engine, metrics::calserve_metrics& metrics,
                 server_options options);
     ~http_server();
     http_server(const http_server&) = delete;

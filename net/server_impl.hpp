@@ -40,11 +40,11 @@ using http_request = http::request<http::string_body>;
 using headers_list = std::vector<std::pair<std::string, std::string>>;
 
 struct http_server::impl : std::enable_shared_from_this<http_server::impl> {
-    impl(asio::io_context& ioc, actors::engine& e, actors::calserve_metrics& m, server_options o);
+    impl(asio::io_context& ioc, actors::engine& e, calserve::metrics::calserve_metrics& m, server_options o);
 
     asio::io_context& ioc;
     actors::engine& engine;
-    actors::calserve_metrics& metrics;
+    calserve::metrics::calserve_metrics& metrics;
     const server_options options;
     // Prompt work (parse, chat template, tokenizer) of generation requests.
     std::unique_ptr<tokenize_pool> prompt_pool =
@@ -150,11 +150,11 @@ struct token_clock {
     steady_clock::time_point received;
     std::optional<steady_clock::time_point> last;
     double ttft_s = -1;
-    void on_token(actors::calserve_metrics& m, steady_clock::time_point at);
+    void on_token(metrics::calserve_metrics& m, steady_clock::time_point at);
 };
 
 // calserve_requests_total{outcome} for a finished request.
-void count_outcome(actors::calserve_metrics& m, actors::finish_reason r);
+void count_outcome(metrics::calserve_metrics& m, actors::finish_reason r);
 
 // The error a non-successful finish reports (timeout -> 504, error -> its status, ...).
 api_error finish_error(const actors::generation_result& r);

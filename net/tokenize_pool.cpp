@@ -4,7 +4,7 @@
 
 namespace calserve::net {
 
-tokenize_pool::tokenize_pool(std::size_t threads, std::size_t queue_bound, actors::calserve_metrics* metrics)
+tokenize_pool::tokenize_pool(std::size_t threads, std::size_t queue_bound, metrics::calserve_metrics* metrics)
     : capacity_(queue_bound + std::max<std::size_t>(threads, 1)), metrics_(metrics) {
     work_.emplace(io_.get_executor());
     for (std::size_t i = 0; i < std::max<std::size_t>(threads, 1); ++i) {

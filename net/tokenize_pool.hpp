@@ -35,7 +35,7 @@ namespace calserve::net {
 class tokenize_pool {
 public:
     // `metrics` may be null; otherwise tokenize_jobs and tokenize_queue are kept.
-    tokenize_pool(std::size_t threads, std::size_t queue_bound, actors::calserve_metrics* metrics);
+    tokenize_pool(std::size_t threads, std::size_t queue_bound, metrics::calserve_metrics* metrics);
     ~tokenize_pool();
     tokenize_pool(const tokenize_pool&) = delete;
     tokenize_pool& operator=(const tokenize_pool&) = delete;
@@ -73,7 +73,7 @@ private:
     std::vector<std::thread> threads_;
     const std::size_t capacity_;        // waiting + running jobs accepted at most
     std::atomic<std::size_t> queued_{0};
-    actors::calserve_metrics* metrics_;
+    metrics::calserve_metrics* metrics_;
 };
 
 }  // namespace calserve::net

@@ -109,7 +109,7 @@ result<std::unique_ptr<simulation>> simulation::create(const sim_setup& setup, m
                                               std::string(d.to_name), std::string(d.type)});
     });
     sim->illegal_at_start_ = actors::illegal_transitions_total();
-    actors::engine_setup es;
+    engine::engine_setup es;
     if (setup.package_dir.empty())
         es.model_dir = setup.model_dir;
     else
@@ -117,7 +117,7 @@ result<std::unique_ptr<simulation>> simulation::create(const sim_setup& setup, m
     es.model_name = setup.alias;
     es.metrics = sim->metrics_.get();
     // Its step timeout is the daemon's, so that a replayed load times out where the recorded one did.
-    auto e = actors::generation_host::create(*sim->rt_, *cfg, es, actors::router_options{}.step_timeout);
+    auto e = engine::generation_host::create(*sim->rt_, *cfg, es, engine::router_options{}.step_timeout);
     if (!e) return e.error();
     sim->host_ = std::move(e.value());
     if (fires) {
@@ -152,7 +152,7 @@ simulation::~simulation() {
     host_.reset();
 }
 
-actors::serving_engine& simulation::engine() const { return *host_->any_resident(); }
+engine::serving_engine& simulation::engine() const { return *host_->any_resident(); }
 std::int64_t simulation::now_ns() const { return rt_->now().count(); }
 std::int64_t simulation::vocab_size() const { return host_->card().vocab_size; }
 bool simulation::faults_armed() const { return host_->faults()->any_armed(); }
@@ -329,7 +329,7 @@ void simulation::arm(const io::trace_arm& a) {
 void simulation::generation_op(const io::trace_model& m) {
     void_result r;
     if (m.op == "load") {
-        if (auto n = host_->load(actors::load_request{m.alias, m.dir, m.replace, m.keep}); !n) r = n.error();
+        if (auto n = host_->load(engine::load_request{m.alias, m.dir, m.replace, m.keep}); !n) r = n.error();
     } else if (m.op == "rollback") {
         if (auto n = host_->rollback(m.alias); !n) r = n.error();
     } else {

@@ -27,6 +27,8 @@
 
 namespace calserve::actors {
 class runtime;
+}
+namespace calserve::engine {
 class serving_engine;
 class generation_host;
 }
@@ -138,7 +140,7 @@ private:
     void cancel_slow_consumers();
     void arm(const io::trace_arm& a);
     void generation_op(const io::trace_model& m);
-    actors::serving_engine& engine() const;  // the serving generation's (else any resident one's)
+    engine::serving_engine& engine() const;  // the serving generation's (else any resident one's)
     void check_step();
     void check_liveness();
     bool sequences_held() const;
@@ -150,7 +152,7 @@ private:
     std::unique_ptr<metrics::registry> registry_;
     std::unique_ptr<metrics::calserve_metrics> metrics_;  // the engine's, as a daemon's
     std::unique_ptr<actors::runtime> rt_;
-    std::unique_ptr<actors::generation_host> host_;  // the alias' generations (one, unless the inputs load more)
+    std::unique_ptr<engine::generation_host> host_;  // the alias' generations (one, unless the inputs load more)
     std::unique_ptr<model::causal_lm> reference_;
     std::shared_ptr<tracker> tracker_;
     sim_setup setup_;

@@ -70,14 +70,14 @@ model_spec_parts split_model_arg(const std::string& arg, const std::string& fall
 
 // The models to serve, in command-line order (packages first); the embedded default
 // package when none is given. Chips from models.NAME.chips.
-result<std::vector<actors::model_spec>> model_specs(const serve_options& o, const config& cfg) {
-    std::vector<actors::model_spec> out;
+result<std::vector<engine::model_spec>> model_specs(const serve_options& o, const config& cfg) {
+    std::vector<engine::model_spec> out;
     const bool several = o.packages.size() + o.models.size() > 1;
     auto add = [&](const std::string& arg, bool cpu) -> void_result {
         auto [name, dir] = split_model_arg(arg, several ? "" : o.model_name);
         for (const auto& m : out)
             if (m.alias == name) return make_error(status::invalid_argument, "model name '" + name + "' given twice");
-        actors::model_spec m{name, dir, cpu, {}};
+        engine::model_spec m{name, dir, cpu, {}};
         if (auto chips = cfg.find_string("models." + name + ".chips"); chips && !chips->empty()) {
             auto c = model::package::parse_chip_list(*chips, std::uint32_t(cfg.integer("device.sim.chips")));
             if (!c) return make_error(c.code(), "models." + name + ".chips: " + c.error().message);

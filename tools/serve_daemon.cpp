@@ -66,7 +66,7 @@ bool idle_until_stop(std::mutex& mutex, std::condition_variable& cv, const bool&
 
 }  // namespace
 
-serve_daemon::serve_daemon(const config& cfg, const std::vector<actors::model_spec>& specs)
+serve_daemon::serve_daemon(const config& cfg, const std::vector<engine::model_spec>& specs)
     : cfg_(cfg),
       specs_(specs),
       metrics_(registry_),
@@ -85,9 +85,9 @@ serve_daemon::serve_daemon(const config& cfg, const std::vector<actors::model_sp
 }
 
 bool serve_daemon::build_engines() {
-    header_ = actors::daemon_trace_header(cfg_, setup_.package_dir.string(), setup_.model_dir.string(), setup_.model_name);
+    header_ = engine::daemon_trace_header(cfg_, setup_.package_dir.string(), setup_.model_dir.string(), setup_.model_name);
     if (!trace_path_.empty()) {  // before the engine exists: the trace starts with its creation
-        auto r = actors::trace_recorder::open(rt_, trace_path_, header_);
+        auto r = engine::trace_recorder::open(rt_, trace_path_, header_);
         if (!r) {
             std::cerr << "serve: cannot open the trace: " << r.error().what() << "\n";
             return false;
@@ -102,16 +102,16 @@ bool serve_daemon::build_engines() {
         return false;
     }
     if (recordable_) {
-        auto e = actors::generation_host::create(rt_, cfg_, setup_, actors::router_options{}.step_timeout);
+        auto e = engine::generation_host::create(rt_, cfg_, setup_, engine::router_options{}.step_timeout);
         if (!e) {
             std::cerr << "serve: " << e.error().what() << "\n";
             return false;
         }
         solo_ = std::move(*e);
     } else {
-        actors::router_options ro;
+        engine::router_options ro;
         ro.state_file = state_file_of(cfg_);
-        auto r = actors::model_router::create(rt_, cfg_, specs_, &metrics_, ro);
+        auto r = engine::model_router::create(rt_, cfg_, specs_, &metrics_, ro);
         if (!r) {
             std::cerr << "serve: " << r.error().message << "\n";
             return false;
@@ -134,7 +134,7 @@ bool serve_daemon::start_http() {
             return std::nullopt;
         });
     console_.emplace(
-        [s = solo_.get(), r = router_.get()]() -> std::shared_ptr<actors::serving_engine> {
+        [s = solo_.get(), r = router_.get()]() -> std::shared_ptr<engine::serving_engine> {
             return s ? s->any_resident() : r->primary();
         },
         &metrics_);

@@ -48,7 +48,7 @@ namespace calserve::tools {
 class serve_daemon {
 public:
     // `cfg` and `specs` (the models to serve, the first one primary) outlive the daemon.
-    serve_daemon(const config& cfg, const std::vector<actors::model_spec>& specs);
+    serve_daemon(const config& cfg, const std::vector<engine::model_spec>& specs);
 
     [[nodiscard]] bool build_engines();
     [[nodiscard]] bool start_http();
@@ -62,10 +62,10 @@ private:
     void arm_signals();
 
     const config& cfg_;
-    const std::vector<actors::model_spec>& specs_;
-    actors::engine_setup setup_;
+    const std::vector<engine::model_spec>& specs_;
+    engine::engine_setup setup_;
     metrics::registry registry_;
-    actors::calserve_metrics metrics_;
+    metrics::calserve_metrics metrics_;
     const std::string trace_path_;
     const bool recordable_;                        // actors on one deterministic runtime
     const std::size_t threads_;                    // actor threads, and network threads
@@ -73,10 +73,10 @@ private:
     boost::asio::io_context net_io_;               // the network's own, beside the actors'
     std::optional<actors::realtime_driver> driver_;  // recordable only
     io::trace_header header_;
-    std::unique_ptr<actors::trace_recorder> recorder_;  // until the traced engine takes it
-    std::unique_ptr<actors::generation_host> solo_;     // recordable: one alias
-    std::unique_ptr<actors::model_router> router_;      // threaded: every alias
-    std::optional<actors::traced_engine> traced_;
+    std::unique_ptr<engine::trace_recorder> recorder_;  // until the traced engine takes it
+    std::unique_ptr<engine::generation_host> solo_;     // recordable: one alias
+    std::unique_ptr<engine::model_router> router_;      // threaded: every alias
+    std::optional<engine::traced_engine> traced_;
     actors::engine* front_ = nullptr;                   // traced_ or router_
     std::optional<net::console_state> console_;         // outlives the server, which calls it
     std::optional<net::http_server> server_;

@@ -9,8 +9,13 @@
 //!    / `run_for`; timers fire in (due time, creation order). With a single
 //!    driver thread and FIFO handler queues every run of the same inputs
 //!    delivers the same messages in the same order, so a seed or a trace
-//!    reproduces a run exactly.
+//!    reproduces a run exactly. A recordable daemon runs this mode in real time
+//!    (realtime_driver.hpp: one thread keeps virtual time at the wall clock).
 //!
+//! Fault model: a handler that throws is reported (`report_failure`) and the
+//! run goes on; in deterministic mode an instant that never ends (more than
+//! `k_instant_limit` handlers without time moving) is a livelock: reported,
+//! and nothing more runs, so a test fails instead of hanging.
 //! Invariants: sequence numbers are strictly increasing in delivery order;
 //! virtual time never goes backwards; a cancelled timer never fires.
 #include <atomic>

@@ -45,7 +45,7 @@ json::array jobs_json(const std::vector<actors::journal_job>& jobs) {
     return out;
 }
 
-json::object device_json(actors::serving_engine& engine, const actors::engine_journal::snapshot& snap) {
+json::object device_json(engine::serving_engine& engine, const actors::engine_journal::snapshot& snap) {
     auto h = engine.health();
     json::array transitions;
     for (const auto& e : snap.device_events) {

@@ -29,11 +29,11 @@ double histogram_quantile(const metrics::histogram& h, double q);
 class console_state {
 public:
     // `metrics` may be null (the metric-derived fields are then absent).
-    console_state(actors::serving_engine& engine, metrics::calserve_metrics* metrics)
-        : engine_of_([&engine] { return std::shared_ptr<actors::serving_engine>(std::shared_ptr<actors::serving_engine>{}, &engine); }),
+    console_state(engine::serving_engine& engine, metrics::calserve_metrics* metrics)
+        : engine_of_([&engine] { return std::shared_ptr<engine::serving_engine>(std::shared_ptr<engine::serving_engine>{}, &engine); }),
           metrics_(metrics) {}
     // Several models: the view follows the primary model's serving generation.
-    console_state(std::function<std::shared_ptr<actors::serving_engine>()> engine_of,
+    console_state(std::function<std::shared_ptr<engine::serving_engine>()> engine_of,
                   metrics::calserve_metrics* metrics)
         : engine_of_(std::move(engine_of)), metrics_(metrics) {}
 
@@ -41,7 +41,7 @@ public:
     std::string render(std::uint64_t since_job) const;
 
 private:
-    std::function<std::shared_ptr<actors::serving_engine>()> engine_of_;
+    std::function<std::shared_ptr<engine::serving_engine>()> engine_of_;
     metrics::calserve_metrics* metrics_;
 };
 

@@ -11,26 +11,26 @@ namespace calserve::test {
 
 engine_harness::engine_harness(std::vector<std::string> overrides, actors::run_mode mode, const std::string& preset)
     : rt(mode, 2) {
-    actors::engine_setup setup;
+    engine::engine_setup setup;
     setup.model_dir = tiny_model_dir(preset);
     open(overrides, std::move(setup), mode);
 }
 
 engine_harness::engine_harness(on_package_t, std::vector<std::string> overrides, const std::string& package_preset)
     : rt(actors::run_mode::deterministic, 2) {
-    actors::engine_setup setup;
+    engine::engine_setup setup;
     setup.package_dir = test_package_dir(package_preset);
     open(overrides, std::move(setup), actors::run_mode::deterministic);
 }
 
-void engine_harness::open(const std::vector<std::string>& overrides, actors::engine_setup setup, actors::run_mode mode) {
+void engine_harness::open(const std::vector<std::string>& overrides, engine::engine_setup setup, actors::run_mode mode) {
     // The cpu backend computes as the greedy references do (fp32) unless a test says otherwise.
     std::vector<std::string> all{"device.cpu_arithmetic=fp32"};
     all.insert(all.end(), overrides.begin(), overrides.end());
     auto cfg = config::load(std::nullopt, all);
     REQUIRE(cfg.ok());
     setup.metrics = &metrics;
-    auto e = actors::serving_engine::create(rt, *cfg, setup);
+    auto e = engine::serving_engine::create(rt, *cfg, setup);
     if (!e) FAIL("engine: " << e.error().what());
     engine = std::move(e.value());
     if (mode == actors::run_mode::deterministic) {

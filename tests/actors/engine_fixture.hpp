@@ -54,12 +54,12 @@ struct engine_harness {
     actors::generation_request greedy(std::string id, std::vector<actors::token_id> prompt, std::int64_t max_tokens);
 
     metrics::registry registry;
-    actors::calserve_metrics metrics{registry};
+    calserve::metrics::calserve_metrics metrics{registry};
     actors::runtime rt;
-    std::unique_ptr<actors::serving_engine> engine;
+    std::unique_ptr<engine::serving_engine> engine;
 
 private:
-    void open(const std::vector<std::string>& overrides, actors::engine_setup setup, actors::run_mode mode);
+    void open(const std::vector<std::string>& overrides, engine::engine_setup setup, actors::run_mode mode);
 };
 
 }  // namespace calserve::test

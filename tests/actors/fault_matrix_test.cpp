@@ -19,6 +19,7 @@
 
 using namespace calserve;
 using namespace calserve::actors;
+using namespace calserve::engine;
 using calserve::test::engine_harness;
 using calserve::test::recording_sink;
 using device::arm_mode;

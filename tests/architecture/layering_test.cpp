@@ -1,27 +1,25 @@
-// The folder dependency graph (docs/architecture.md, "Rooms"): every project
-// #include names a folder its own folder may depend on. The table below is the
-// architecture; CMakeLists.txt's DEPS lists link the same graph. A new back edge
-// (say model/ including device/, or actors/ including engine/) fails here with
-// the file and the line, before it becomes a cycle nobody sees. Read from the
-// source tree; tests/ may include anything.
+// The folder dependency graph (docs/architecture.md, "Rooms"). The rooms are
+// CMake's: each calserve_library call of CMakeLists.txt is one, its project DEPS
+// its edges (tests/architecture/rooms.hpp). The table below is the architecture
+// as reviewed: it must equal CMake's DEPS, edge for edge, so a new dependency is
+// a change of this file too. Every project #include of every source file must
+// name a room its own room reaches; a top-level folder that is no room (and not
+// a known non-code folder) fails; tests/ may include anything. The self-tests
+// plant a back edge and an unknown folder in a scratch tree and see them fail.
 #include <catch2/catch.hpp>
 #include <fstream>
-#include <map>
-#include <regex>
-#include <set>
-#include <string>
-#include <vector>
 
+#include "tests/architecture/rooms.hpp"
 #include "tests/support/test_paths.hpp"
 
 namespace fs = std::filesystem;
+using namespace calserve::test::arch;
 
 namespace {
 
-// Each room and the rooms it may include directly (its own files always).
 // Order: config -> io -> model/* -> device -> metrics -> actors/runtime -> actors
 // -> engine -> net -> soak -> tools; loadgen beside net, on config only.
-const std::map<std::string, std::vector<std::string>> k_allowed = {
+const room_table k_allowed = {
     {"config", {}},
     {"io", {"config"}},
     {"model/core", {"config"}},
@@ -41,92 +39,113 @@ const std::map<std::string, std::vector<std::string>> k_allowed = {
     {"net", {"engine"}},
     {"loadgen", {"config"}},
     {"soak", {"net", "loadgen"}},
-    {"tools", {"soak"}},
+    {"tools", {"soak", "net", "loadgen"}},
 };
 
-// The room of a path like "model/core/bf16.hpp": the longest room that prefixes it.
-std::string room_of(const std::string& path) {
-    std::string best;
-    for (const auto& [room, deps] : k_allowed)
-        if (path.rfind(room + "/", 0) == 0 && room.size() > best.size()) best = room;
-    return best;
-}
+room_table cmake_rooms() { return rooms_from_cmake_file(calserve::test::source_dir() / "CMakeLists.txt"); }
 
-// The transitive closure of k_allowed from `room`, itself included.
-std::set<std::string> reachable(const std::string& room) {
-    std::set<std::string> seen{room};
-    std::vector<std::string> todo{room};
-    while (!todo.empty()) {
-        const auto r = todo.back();
-        todo.pop_back();
-        for (const auto& d : k_allowed.at(r))
-            if (seen.insert(d).second) todo.push_back(d);
-    }
-    return seen;
-}
-
-struct include_line {
-    std::string file, target;
-    int line = 0;
-};
-
-// The project includes ("room/...") of every source under the tree's rooms.
-std::vector<include_line> project_includes() {
-    static const std::regex include(R"re(^\s*#\s*include\s+"([a-z_]+/[^"]+)")re");
-    std::vector<include_line> out;
-    const fs::path root = calserve::test::source_dir();
-    for (const char* top : {"config", "io", "model", "device", "metrics", "actors", "engine", "net", "loadgen", "soak",
-                            "tools"}) {
-        for (const auto& e : fs::recursive_directory_iterator(root / top)) {
-            const auto ext = e.path().extension();
-            if (!e.is_regular_file() || (ext != ".cpp" && ext != ".hpp" && ext != ".cc")) continue;
-            std::ifstream f(e.path());
-            std::string text;
-            std::smatch m;
-            for (int n = 1; std::getline(f, text); ++n)
-                if (std::regex_search(text, m, include))
-                    out.push_back({fs::relative(e.path(), root).generic_string(), m[1], n});
-        }
-    }
+std::string describe(const std::vector<violation>& vs) {
+    std::string out;
+    for (const auto& v : vs) out += v.file + ":" + std::to_string(v.line) + ": " + v.what + "\n";
     return out;
+}
+
+void write(const fs::path& file, const std::string& text) {
+    fs::create_directories(file.parent_path());
+    std::ofstream(file) << text;
+}
+
+// A small tree: two rooms, low <- high, and the CMakeLists.txt that builds them.
+fs::path planted_tree(const std::string& tag) {
+    const auto root = calserve::test::scratch_dir(tag);
+    write(root / "CMakeLists.txt",
+          "function(calserve_library name)\nendfunction()\n"
+          "calserve_library(low DEPS Boost::json)  # the bottom\n"
+          "calserve_library(high_core DIR high/core\n    DEPS calserve_low spdlog::spdlog)\n");
+    write(root / "low/a.hpp", "#pragma once\n#include <vector>\n");
+    write(root / "high/core/b.cpp", "#include \"low/a.hpp\"\n#include \"high/core/b.hpp\"\n");
+    write(root / "high/core/b.hpp", "#pragma once\n");
+    write(root / "docs/notes.md", "no code\n");
+    return root;
 }
 
 }  // namespace
 
-TEST_CASE("the room table has no cycle and names only rooms", "[layering]") {
+TEST_CASE("the reviewed room table is CMake's DEPS, edge for edge", "[layering]") {
+    const auto cmake = cmake_rooms();
+    REQUIRE(cmake.size() >= 15);  // the parse found the calls
+    for (const auto& [room, deps] : k_allowed) {
+        INFO("room " << room << " (tests/architecture/layering_test.cpp vs CMakeLists.txt)");
+        REQUIRE(cmake.count(room) == 1);
+        CHECK(cmake.at(room) == deps);
+    }
+    for (const auto& [room, deps] : cmake) {
+        INFO("CMakeLists.txt builds room " << room << ", which the reviewed table lacks");
+        CHECK(k_allowed.count(room) == 1);
+    }
+}
+
+TEST_CASE("the room table has no cycle", "[layering]") {
     for (const auto& [room, deps] : k_allowed) {
         INFO(room);
         for (const auto& d : deps) {
             INFO(d);
-            REQUIRE(k_allowed.count(d) == 1);
-            CHECK(reachable(d).count(room) == 0);
+            CHECK(reachable(k_allowed, d).count(room) == 0);
         }
     }
 }
 
-TEST_CASE("every project include points down the room graph", "[layering]") {
-    const auto includes = project_includes();
-    REQUIRE(includes.size() > 500);  // the walk found the tree
-    int checked = 0;
-    for (const auto& inc : includes) {
-        const std::string from = room_of(inc.file), to = room_of(inc.target);
-        if (to.empty()) continue;  // not a project path (e.g. "boost/...")
-        INFO(inc.file << ":" << inc.line << " includes " << inc.target);
-        REQUIRE(!from.empty());
-        CHECK(reachable(from).count(to) == 1);
-        ++checked;
-    }
-    CHECK(checked > 500);
+TEST_CASE("every folder is a room and every project include points down the room graph", "[layering]") {
+    const auto result = scan_tree(calserve::test::source_dir(), cmake_rooms());
+    INFO(describe(result.violations));
+    CHECK(result.violations.empty());
+    CHECK(result.includes_checked > 500);  // the walk found the tree
 }
 
-TEST_CASE("the layering check sees a back edge", "[layering]") {
-    CHECK(reachable("model/cpu").count("device") == 0);
-    CHECK(reachable("actors").count("engine") == 0);
-    CHECK(reachable("actors/runtime").count("actors") == 0);
-    CHECK(reachable("loadgen").count("net") == 0);
-    CHECK(reachable("net").count("loadgen") == 0);
-    CHECK(room_of("actors/runtime/actor.hpp") == "actors/runtime");
-    CHECK(room_of("actors/device_actor.hpp") == "actors");
-    CHECK(room_of("model/core/bf16.hpp") == "model/core");
-    CHECK(room_of("device/sim/sim_device.hpp") == "device");
+TEST_CASE("the intended order holds", "[layering]") {
+    CHECK(reachable(k_allowed, "model/cpu").count("device") == 0);
+    CHECK(reachable(k_allowed, "actors").count("engine") == 0);
+    CHECK(reachable(k_allowed, "actors/runtime").count("actors") == 0);
+    CHECK(reachable(k_allowed, "loadgen").count("net") == 0);
+    CHECK(reachable(k_allowed, "net").count("loadgen") == 0);
+    CHECK(room_of(k_allowed, "actors/runtime/actor.hpp") == "actors/runtime");
+    CHECK(room_of(k_allowed, "actors/device_actor.hpp") == "actors");
+    CHECK(room_of(k_allowed, "model/core/bf16.hpp") == "model/core");
+    CHECK(room_of(k_allowed, "device/sim/sim_device.hpp") == "device");
+}
+
+TEST_CASE("self-test: the CMake reader sees rooms, folders and project DEPS only", "[layering][self-test]") {
+    const auto root = planted_tree("layering-cmake");
+    const auto table = rooms_from_cmake_file(root / "CMakeLists.txt");
+    CHECK(table == room_table{{"low", {}}, {"high/core", {"low"}}});
+    const auto clean = scan_tree(root, table);
+    INFO(describe(clean.violations));
+    CHECK(clean.violations.empty());
+    CHECK(clean.includes_checked == 2);
+}
+
+TEST_CASE("self-test: a planted back edge fails with its file and line", "[layering][self-test]") {
+    const auto root = planted_tree("layering-back-edge");
+    write(root / "low/c.cpp", "#include <string>\n\n#include \"high/core/b.hpp\"\n");
+    const auto result = scan_tree(root, rooms_from_cmake_file(root / "CMakeLists.txt"));
+    REQUIRE(result.violations.size() == 1);
+    CHECK(result.violations[0].file == "low/c.cpp");
+    CHECK(result.violations[0].line == 3);
+    CHECK(result.violations[0].what.find("may not depend on high/core") != std::string::npos);
+}
+
+TEST_CASE("self-test: an unknown top-level folder and a file in no room fail", "[layering][self-test]") {
+    const auto root = planted_tree("layering-unknown");
+    write(root / "newroom/x.cpp", "#include \"low/a.hpp\"\n");
+    write(root / "high/loose.cpp", "\n");  // high/ itself is no room: only high/core is
+    const auto result = scan_tree(root, rooms_from_cmake_file(root / "CMakeLists.txt"));
+    INFO(describe(result.violations));
+    REQUIRE(result.violations.size() == 2);
+    bool folder = false, loose = false;
+    for (const auto& v : result.violations) {
+        folder = folder || (v.file == "newroom" && v.what.find("unknown top-level folder") != std::string::npos);
+        loose = loose || (v.file == "high/loose.cpp" && v.what.find("in no room") != std::string::npos);
+    }
+    CHECK(folder);
+    CHECK(loose);
 }

@@ -38,7 +38,7 @@ constexpr std::int64_t k_tokens = 16;
 
 struct host_run {
     actors::runtime rt{actors::run_mode::deterministic, 1};
-    std::unique_ptr<actors::generation_host> host;
+    std::unique_ptr<engine::generation_host> host;
     std::vector<std::string> messages;  // time, from, to, type of every delivery
     std::uint64_t next_id = 0;
 
@@ -51,10 +51,10 @@ struct host_run {
         overrides.push_back("device.sim.step_ms=2");
         auto cfg = config::load(std::nullopt, overrides);
         REQUIRE(cfg.ok());
-        actors::engine_setup s;
+        engine::engine_setup s;
         s.package_dir = package;
         s.model_name = "m";
-        auto h = actors::generation_host::create(rt, *cfg, s, std::chrono::milliseconds(120000));
+        auto h = engine::generation_host::create(rt, *cfg, s, std::chrono::milliseconds(120000));
         REQUIRE(h.ok());
         host = std::move(*h);
         run_until([&] { return host->current()->device_state() == actors::device_health::ready; });
@@ -76,7 +76,7 @@ struct host_run {
         REQUIRE(s.ok());
         return sink;
     }
-    actors::generation_info info(std::uint64_t number) {
+    engine::generation_info info(std::uint64_t number) {
         for (const auto& g : host->list())
             if (g.generation == number) return g;
         FAIL("no generation " << number);
@@ -98,7 +98,7 @@ std::vector<std::string> switch_scenario(const std::vector<actors::token_id>& wa
     host_run run(gen1());
     auto before = run.submit(64);
     run.run_until([&] { return before->tokens.size() >= 2; });
-    auto n = run.host->load(actors::load_request{"m", gen2(), false, false});
+    auto n = run.host->load(engine::load_request{"m", gen2(), false, false});
     REQUIRE(n.ok());
     CHECK(*n == 2);
     CHECK(run.host->loading());
@@ -141,7 +141,7 @@ TEST_CASE("generation host: a failed golden check leaves the serving generation,
                   fs::copy_options::overwrite_existing);
 
     host_run run(gen1());
-    REQUIRE(run.host->load(actors::load_request{"m", mutant, false, false}).ok());
+    REQUIRE(run.host->load(engine::load_request{"m", mutant, false, false}).ok());
     run.run_until([&] { return !run.host->loading(); });
     CHECK(run.info(2).state == "failed");
     CHECK_THAT(run.info(2).reason, Catch::Contains("golden check"));
@@ -151,8 +151,8 @@ TEST_CASE("generation host: a failed golden check leaves the serving generation,
     CHECK(sink->tokens == want1);
 
     // Refusals change nothing: another alias, a directory that is no package.
-    CHECK_FALSE(run.host->load(actors::load_request{"other", gen2(), false, false}).ok());
-    CHECK_FALSE(run.host->load(actors::load_request{"m", scratch_dir("generation-host-golden"), false, false}).ok());
+    CHECK_FALSE(run.host->load(engine::load_request{"other", gen2(), false, false}).ok());
+    CHECK_FALSE(run.host->load(engine::load_request{"m", scratch_dir("generation-host-golden"), false, false}).ok());
     CHECK(run.host->list().size() == 2);
 
     REQUIRE(run.host->unload("m").ok());
@@ -174,14 +174,14 @@ TEST_CASE("generation host: a load that does not fit fails, with --replace it dr
     const auto want2 = solo_run(gen2());
     // One tiny package (0.092 GiB with its KV region) + the 0.25 GiB guard fit a chip of this size; two do not.
     host_run run(gen1(), {"device.sim.chips=1", "device.sim.dram_bytes_per_chip=375809638"});
-    REQUIRE(run.host->load(actors::load_request{"m", gen2(), false, false}).ok());
+    REQUIRE(run.host->load(engine::load_request{"m", gen2(), false, false}).ok());
     CHECK_FALSE(run.host->loading());  // refused at the plan, synchronously
     CHECK(run.info(2).state == "failed");
     CHECK_THAT(run.info(2).reason, Catch::Contains("does not fit"));
     CHECK(run.info(1).current);
 
     auto busy = run.submit();  // in flight on generation 1 while it drains
-    REQUIRE(run.host->load(actors::load_request{"m", gen2(), true, false}).ok());
+    REQUIRE(run.host->load(engine::load_request{"m", gen2(), true, false}).ok());
     CHECK(run.info(1).state == "draining");
     CHECK(run.info(3).state == "loading");  // waits for the drain
     run.run_until([&] { return !run.host->loading(); });

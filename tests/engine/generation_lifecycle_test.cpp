@@ -9,6 +9,7 @@
 #include "engine/generation_lifecycle.hpp"
 
 using namespace calserve::actors;
+using namespace calserve::engine;
 
 namespace {
 

@@ -53,7 +53,7 @@ struct fuzz_server {
     boost::asio::io_context ioc;
     tokenizer_engine engine;
     metrics::registry registry;
-    actors::calserve_metrics metrics;
+    calserve::metrics::calserve_metrics metrics;
     std::shared_ptr<net::http_server::impl> srv;
 };
 fuzz_server& shared_server();

@@ -176,7 +176,7 @@ struct server_fixture {
     asio::executor_work_guard<asio::io_context::executor_type> guard = asio::make_work_guard(ioc);
     fake_engine engine;
     metrics::registry registry;
-    actors::calserve_metrics metrics;
+    calserve::metrics::calserve_metrics metrics;
     std::unique_ptr<net::http_server> server;
     std::uint16_t port = 0;
     std::vector<std::thread> threads;

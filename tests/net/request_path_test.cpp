@@ -19,7 +19,7 @@ struct path_fixture {
     asio::io_context ioc;
     fake_engine engine;
     metrics::registry registry;
-    actors::calserve_metrics metrics;
+    calserve::metrics::calserve_metrics metrics;
     std::shared_ptr<net::http_server::impl> srv;
 };
 
