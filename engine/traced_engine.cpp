@@ -150,20 +150,20 @@ io::trace_arm to_trace(const device::fault_spec& f, std::int64_t t_ns) {
 // the outcome with how far that moment was past the submit's virtual stamp on the
 // driver's wall-clock mapping (0 unless virtual time lagged the wall clock).
 // Sinks run on the driver thread here (deterministic runtime), as the recorder must.
-struct timed_sink final : generation_sink {
+struct timed_sink final : actors::generation_sink {
     using clock = std::chrono::steady_clock;
-    std::shared_ptr<generation_sink> inner;
+    std::shared_ptr<actors::generation_sink> inner;
     std::weak_ptr<trace_recorder> recorder;
-    const runtime* rt = nullptr;
+    const actors::runtime* rt = nullptr;
     std::string id;
     clock::time_point start;
     std::int64_t ttft_ns = -1, apply_lag_ns = 0;
 
-    void on_token(const generated_token& token) override {
+    void on_token(const actors::generated_token& token) override {
         if (ttft_ns < 0) ttft_ns = (clock::now() - start).count();
         inner->on_token(token);
     }
-    void on_finish(const generation_result& r) override {
+    void on_finish(const actors::generation_result& r) override {
         const std::int64_t e2e_ns = (clock::now() - start).count();
         if (auto rec = recorder.lock())
             rec->record(io::trace_done{rt->now().count(), id, to_string(r.reason), r.tokens.completion_tokens, ttft_ns,
