@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "config/invariant.hpp"
+#include "config/json_text.hpp"
 #include "config/read_file.hpp"
 
 namespace calserve {
@@ -104,7 +105,7 @@ std::string describe_json(const json::value& v) {
         case json::kind::array: kind = "array"; break;
         case json::kind::object: kind = "object"; break;
     }
-    return kind + " " + json::serialize(v);
+    return kind + " " + json_text(v);
 }
 
 result<config_value> from_json(const key_spec& k, const json::value& v, std::string_view origin) {
@@ -194,7 +195,7 @@ void pretty(std::ostream& os, const json::value& v, int indent) {
         }
         os << "\n" << pad << "}";
     } else {
-        os << json::serialize(v);
+        os << json_text(v);
     }
 }
 

@@ -32,6 +32,7 @@ constexpr key_spec k_schema[] = {
     {"server.tokenize_threads", integer, "2", 1, 64, "", "threads that tokenize prompts and render chat templates, off the network threads"},
     {"server.tokenize_queue", integer, "64", 1, 65536, "", "prompts waiting for a tokenize thread before 429 (overloaded, Retry-After)"},
     {"server.console", string, "auto", 0, 0, "auto|true|false", "web console at / and GET /v1/console/state (docs/console.md); auto = on when server.host is a loopback address"},
+    {"server.allowed_origins", string, "", 0, 0, "", "browser origins (scheme://host[:port], comma-separated; * = any) allowed to call the API besides the daemon's own; others get 403 (docs/api.md, Browsers and origins)"},
     {"server.trace", string, "", 0, 0, "", "record inputs and actor messages to this JSONL trace from start-up (implies runtime.recordable); empty = off"},
 
     {"runtime.max_inflight", integer, "2", 1, 2, "", "device jobs in flight per session (ping/pong)"},

@@ -4,6 +4,8 @@
 #include <boost/json.hpp>
 #include <fstream>
 
+#include "config/json_text.hpp"
+
 namespace calserve::io {
 namespace json = boost::json;
 namespace {
@@ -227,7 +229,7 @@ trace_record from_json(const json::object& o) {
 }  // namespace
 
 std::string encode(const trace_record& record) {
-    return json::serialize(std::visit([](const auto& r) { return to_json(r); }, record));
+    return json_text(std::visit([](const auto& r) { return to_json(r); }, record));
 }
 
 result<trace_record> parse_record(std::string_view line) {

@@ -3,6 +3,8 @@
 
 #include <boost/json.hpp>
 
+#include "config/json_text.hpp"
+
 namespace calserve::net {
 
 http_mapping map_status(status s) {
@@ -53,7 +55,7 @@ std::string error_json(const api_error& e) {
     inner["code"] = to_string(e.code);
     boost::json::object outer;
     outer["error"] = std::move(inner);
-    return boost::json::serialize(outer);
+    return json_text(outer);
 }
 
 }  // namespace calserve::net

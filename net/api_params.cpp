@@ -2,6 +2,7 @@
 // `generate`. Every check names its field. See api_params.hpp.
 #include "net/api_params.hpp"
 
+#include "net/api_compat.hpp"
 #include "net/api_output.hpp"
 #include "net/output_constraint.hpp"
 #include "actors/schedule_policy.hpp"
@@ -189,8 +190,8 @@ maybe_error read_stop(const json::object& o, api_request& r) {
                 const auto& s = v->get_array()[i];
                 std::string at = "stop[" + std::to_string(i) + "]";
                 if (!s.is_string()) return field_error(at, "expected a string");
-                if (s.get_string().empty()) return field_error(at, "must not be empty");
-                r.gen.stop.emplace_back(s.get_string());
+                // An empty stop string can never match: ignored here as in the string form.
+                if (!s.get_string().empty()) r.gen.stop.emplace_back(s.get_string());
             }
         } else {
             return field_error("stop", "expected a string or an array of strings");
@@ -214,9 +215,11 @@ maybe_error read_logit_bias(const json::object& o, const parse_limits& limits, a
     for (const auto& kv : v->get_object()) {
         std::string key(kv.key());
         std::string at = "logit_bias." + key;
-        char* end = nullptr;
-        long long id = std::strtoll(key.c_str(), &end, 10);
-        if (key.empty() || *end != '\0' || id < 0 || (limits.vocab_size > 0 && id >= limits.vocab_size)) {
+        // Exactly the decimal id: no sign, no surrounding space (" 5" and "5 " alike).
+        std::int64_t id = -1;
+        auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+        if (key.empty() || ec != std::errc{} || end != key.data() + key.size() || id < 0 ||
+            (limits.vocab_size > 0 && id >= limits.vocab_size)) {
             return field_error(at, "key must be a token id in the vocabulary");
         }
         auto bias = as_number(kv.value());
@@ -275,6 +278,13 @@ maybe_error read_control(const json::object& o, api_request& r) {
     if (auto e = read_integer(o, "n", 1, k_max_choices, n)) return e;
     if (n) r.n = *n;
     std::optional<std::int64_t> mt, mct;
+    for (const char* name : {"max_tokens", "max_completion_tokens"}) {
+        const auto* v = field(o, name);
+        if (v && as_integer(*v) == 0) {
+            return field_error(name, "0 is not supported: it asks to score the prompt (echo), and the engine computes "
+                                     "no logprobs for prompt tokens");
+        }
+    }
     if (auto e = read_integer(o, "max_tokens", 1, INT32_MAX, mt)) return e;
     if (auto e = read_integer(o, "max_completion_tokens", 1, INT32_MAX, mct)) return e;
     r.max_tokens = mct ? mct : mt;
@@ -289,6 +299,8 @@ maybe_error read_control(const json::object& o, api_request& r) {
     if (auto e = read_bool(o, "ignore_eos", r.gen.ignore_eos)) return e;
     if (const auto* salt = field(o, "cache_salt")) {
         if (!salt->is_string()) return field_error("cache_salt", "expected a string");
+        // "" would look like a tenant's salt but share the unsalted cache: refused (null = no salt).
+        if (salt->get_string().empty()) return field_error("cache_salt", "must not be empty (omit it or send null for no salt)");
         if (salt->get_string().size() > 1024) return field_error("cache_salt", "longer than 1024 bytes");
         r.gen.cache_salt = std::string(salt->get_string());
     }
@@ -309,6 +321,7 @@ std::variant<api_request, api_error> parse_request(api_kind kind, const json::ob
     if (!e) e = read_stop(body, r);
     if (!e) e = read_stop_ids(body, limits, r);
     if (!e) e = read_output_spec(body, r);
+    if (!e) e = read_compat_fields(body, r);
     if (e) return *e;
     return r;
 }

@@ -6,7 +6,9 @@
 //! usable context, so an over-long request is a 400 before any device work.
 //!
 //! The same parser serves HTTP bodies and WebSocket `generate` messages.
-//! Unknown fields are ignored (OpenAI clients send extras such as `user`).
+//! Fields that change the answer are implemented or refused by name
+//! (net/api_compat.hpp); other unknown fields are ignored (OpenAI clients send
+//! extras such as `user`).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,7 +24,9 @@ class object;
 
 namespace calserve::net {
 
-enum class api_kind : std::uint8_t { completion, chat };
+// `responses` (POST /v1/responses) is parsed and generated as `chat` after its body
+// is translated (net/responses_api.hpp); only its rendering differs.
+enum class api_kind : std::uint8_t { completion, chat, responses };
 
 // `response_format.type`.
 enum class format_kind : std::uint8_t { text, json_object, json_schema };

@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 #include <cmath>
 
+#include "config/json_text.hpp"
 #include "net/control_socket.hpp"
 
 namespace calserve::net {
@@ -253,7 +254,7 @@ std::string respond(const json::value& id, const command_result& r) {
         err["param"] = e.param.empty() ? json::value(nullptr) : json::value(e.param);
         out["error"] = std::move(err);
     }
-    return json::serialize(out);
+    return json_text(out);
 }
 }  // namespace
 

@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "config/json_text.hpp"
 #include "actors/device_actor.hpp"
 #include "metrics/metrics.hpp"
 #include "device/fault_points.hpp"
@@ -138,7 +139,7 @@ result<std::string> engine_control::stats() {
         o["kv_blocks_total"] = metrics_->kv_blocks_capacity.value();
         o["requests_recovered"] = metrics_->requests_recovered.value();
     }
-    return json::serialize(o);
+    return json_text(o);
 }
 
 std::shared_ptr<engine::serving_engine> engine_control::engine() const {
@@ -191,7 +192,7 @@ result<std::string> engine_control::model_list() {
     }
     json::object o{{"generations", std::move(gens)}};
     if (router_ && !router_->state_note().empty()) o["state_note"] = router_->state_note();
-    return json::serialize(o);
+    return json_text(o);
 }
 
 namespace {

@@ -12,7 +12,9 @@
 #include <boost/beast/http/write.hpp>
 #include <boost/json.hpp>
 
+#include "config/json_text.hpp"
 #include "net/openai_format.hpp"
+#include "net/responses_api.hpp"
 #include "net/request_path.hpp"
 
 namespace calserve::net {
@@ -82,7 +84,10 @@ std::variant<api_request, api_error> admit_body(http_server::impl& srv, api_kind
     auto v = boost::json::parse(body, ec);
     if (ec) return field_error("body", "invalid JSON (" + ec.message() + ")", status::parse_error);
     if (!v.is_object()) return field_error("body", "expected a JSON object", status::parse_error);
-    return admit_request(srv, kind, v.get_object(), tokenize_s);
+    if (kind != api_kind::responses) return admit_request(srv, kind, v.get_object(), tokenize_s);
+    auto chat = responses_to_chat(v.get_object());
+    if (auto* e = std::get_if<api_error>(&chat)) return *e;
+    return admit_request(srv, api_kind::chat, std::get<boost::json::object>(chat), tokenize_s);
 }
 
 namespace {
@@ -136,6 +141,8 @@ struct generation {
     std::string id;
     std::shared_ptr<stream_channel> channel;
     std::vector<choice_state> choices;
+    std::unique_ptr<responses_stream> responses;  // POST /v1/responses: its rendering; else null
+    bool opened = false;         // responses: the opening events were sent
     bool forked = false;         // choices 1.. submitted (once choice 0's prompt is on the device)
     token_clock clock;
     timing_record rec;
@@ -214,7 +221,7 @@ void absorb(generation& g, std::vector<stream_event>& events, std::string* sse_o
                 if (!sse_out) {
                     c.builder->add_token(*t);
                 } else if (auto chunk = c.builder->token_chunk(*t); !chunk.empty()) {
-                    *sse_out += sse(chunk);
+                    *sse_out += g.responses ? g.responses->on_chunk(chunk) : sse(chunk);
                 }
             }
         } else if (auto* r = std::get_if<actors::generation_result>(&ev.body)) {
@@ -223,7 +230,8 @@ void absorb(generation& g, std::vector<stream_event>& events, std::string* sse_o
                 g.result = *r;   // one choice failed: so does the request,
                 g.cancel_all();  // and the others stop now, before the error is written
             } else if (!g.result && sse_out && !g.overflowed) {
-                *sse_out += sse(c.builder->finish_chunk(*r));
+                const auto chunk = c.builder->finish_chunk(*r);
+                *sse_out += g.responses ? g.responses->on_chunk(chunk) : sse(chunk);
             }
         }
         if (ev.stream == 0 && !g.forked) {
@@ -241,6 +249,10 @@ void absorb(generation& g, std::vector<stream_event>& events, std::string* sse_o
 std::string sse_tail(generation& g) {
     std::string out;
     const auto& r = *g.result;
+    if (g.responses) {  // the Responses stream ends with its response.* event, no [DONE]
+        if (g.overflowed) return out;
+        return g.responses->close(r, g.ok_end(r) ? std::nullopt : std::optional(finish_error(r)));
+    }
     if (!g.overflowed && !g.ok_end(r)) out += sse(error_json(finish_error(r)));
     if (g.req.include_usage) out += sse(g.choices.front().builder->usage_chunk(r.tokens));
     out += "data: [DONE]\n\n";
@@ -250,6 +262,10 @@ std::string sse_tail(generation& g) {
 // Turns queued events into SSE text; sets g.result once the request ended.
 std::string sse_batch(generation& g, std::vector<stream_event>& events, const std::vector<std::uint64_t>& over) {
     std::string out;
+    if (g.responses && !g.opened) {
+        g.opened = true;
+        out += g.responses->open();
+    }
     if (!over.empty() && !g.overflowed) {
         g.overflowed = true;
         g.cancel_all();
@@ -357,6 +373,7 @@ asio::awaitable<bool> respond_stream(generation& g, http_exchange& ex) {
     res.set(http::field::content_type, "text/event-stream");
     res.set(http::field::cache_control, "no-cache");
     res.set("X-Request-Id", g.id);
+    for (const auto& [name, value] : cors_headers(*ex.server, ex.req)) res.set(name, value);
     // HTTP/1.0 has no chunked encoding: the events go unframed and the close ends them.
     g.unframed = ex.req.version() < 11;
     res.keep_alive(ex.req.keep_alive() && !g.unframed);
@@ -405,12 +422,14 @@ asio::awaitable<bool> respond_aggregate(generation& g, http_exchange& ex) {
         keep = co_await send_error(ex, e);
     } else if (g.ok_end(r)) {
         std::string body;
-        if (g.choices.size() == 1) {
+        if (g.responses) {
+            body = json_text(g.responses->response_of(g.choices.front().builder->final_object(r), r));
+        } else if (g.choices.size() == 1) {
             body = g.choices.front().builder->final_response(r);
         } else {
-            std::vector<std::string> finals;
-            for (auto& c : g.choices) finals.push_back(c.builder->final_response(*c.result));
-            body = combine_choices(finals, r.tokens);
+            std::vector<boost::json::object> finals;
+            for (auto& c : g.choices) finals.push_back(c.builder->final_object(*c.result));
+            body = combine_choices(std::move(finals), r.tokens);
         }
         keep = co_await send_response(ex, 200, std::move(body));
     } else {
@@ -448,11 +467,15 @@ asio::awaitable<bool> handle_generate(http_exchange& ex, api_kind kind) {
     g.srv = ex.server;
     g.req = std::move(std::get<api_request>(admitted));
     g.id = new_request_id(kind);
+    if (kind == api_kind::responses) {  // admitted, so the body is a JSON object
+        g.responses = std::make_unique<responses_stream>(g.id, g.req.model, boost::json::parse(ex.req.body()).as_object());
+        kind = api_kind::chat;          // generated and built as a chat answer, rendered by g.responses
+    }
     g.req.gen.id = g.id;
     g.channel = std::make_shared<stream_channel>(ex.stream.get_executor(), srv.options.write_queue);
     g.clock.received = ex.received;
     g.rec.id = g.id;
-    g.rec.route = kind == api_kind::chat ? "chat" : "completions";
+    g.rec.route = g.responses ? "responses" : kind == api_kind::chat ? "chat" : "completions";
     g.rec.stream = g.req.stream;
     g.rec.received_unix = ex.received_unix;
     g.rec.tokenize_s = tokenize_s;

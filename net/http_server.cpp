@@ -34,7 +34,7 @@ constexpr std::chrono::seconds k_backoff_log_every{10};
 constexpr std::size_t k_fd_reserve_min = 64;
 constexpr std::size_t k_min_connections = 16;
 // Status codes the server answers with (docs/api.md), created at start for calserve_http_responses_total.
-constexpr unsigned k_response_codes[] = {101, 200, 400, 401, 404, 405, 413, 426, 429, 431, 500, 503, 504};
+constexpr unsigned k_response_codes[] = {101, 200, 204, 400, 401, 403, 404, 405, 413, 415, 426, 429, 431, 500, 503, 504};
 using asio::use_awaitable;
 
 bool keys_equal(std::string_view a, std::string_view b) {
@@ -79,6 +79,7 @@ server_options server_options::from_config(const config& c) {
     o.tokenize_threads = static_cast<std::size_t>(c.integer("server.tokenize_threads"));
     o.tokenize_queue = static_cast<std::size_t>(c.integer("server.tokenize_queue"));
     o.console = console_enabled(c.string("server.console"), o.host);
+    o.allowed_origins = c.string("server.allowed_origins");
     return o;
 }
 
@@ -284,6 +285,7 @@ result<std::uint16_t> http_server::start() {
                           "listen on " + s.options.host + ":" + std::to_string(s.options.port) + ": " + ec.message());
     }
     const auto port = s.acceptor->local_endpoint().port();
+    s.origins = make_origin_policy(s.options.host, port, s.options.allowed_origins);
     asio::co_spawn(s.acceptor_strand, run_listener(impl_), asio::detached);
     return port;
 }

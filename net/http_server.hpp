@@ -77,9 +77,12 @@ struct server_options {
     // to net::console_state.
     bool console = true;
     std::function<std::string(std::uint64_t since_job)> console_state;
+    // Browser origins allowed besides the daemon's own (net/origin_policy.hpp):
+    // comma-separated `scheme://host[:port]`, or "*" for any; empty = own origin only.
+    std::string allowed_origins;
 
     // server.host/port/api_key/max_body_bytes/ws_write_queue/ws_write_queue_bytes/timing_log/
-    // max_connections/header_timeout_ms/linger_ms/linger_bytes/console, runtime.default_max_tokens.
+    // max_connections/header_timeout_ms/linger_ms/linger_bytes/console/allowed_origins, runtime.default_max_tokens.
     static server_options from_config(const config& c);
 };
 

@@ -144,7 +144,9 @@ std::optional<std::pair<api_error, headers_list>> ws_handshake_error(const http_
 }  // namespace
 
 std::optional<std::pair<api_error, headers_list>> ws_refusal(const http_server::impl& srv, const http_request& req) {
-    auto bad = ws_handshake_error(req);
+    std::optional<std::pair<api_error, headers_list>> bad;
+    if (auto refused = origin_refusal(srv, req)) bad.emplace(std::move(*refused), headers_list{});
+    if (!bad) bad = ws_handshake_error(req);
     if (!bad && !srv.authorized_ws(req)) {
         bad.emplace(api_error{status::unauthorized, {}, "missing or wrong API key"}, headers_list{});
     }

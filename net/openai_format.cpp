@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <random>
 
+#include "config/json_text.hpp"
+
 namespace calserve::net {
 namespace json = boost::json;
 
@@ -23,7 +25,8 @@ std::string new_request_id(api_kind kind) {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
     z ^= z >> 31;
     char buf[48];
-    std::snprintf(buf, sizeof buf, "%s-%016llx%08llx", kind == api_kind::chat ? "chatcmpl" : "cmpl",
+    const char* prefix = kind == api_kind::chat ? "chatcmpl-" : kind == api_kind::responses ? "resp_" : "cmpl-";
+    std::snprintf(buf, sizeof buf, "%s%016llx%08llx", prefix,
                   static_cast<unsigned long long>(z), static_cast<unsigned long long>(n & 0xffffffffULL));
     return buf;
 }
@@ -122,7 +125,7 @@ void response_builder::absorb(const model::chat_delta& d) {
     }
 }
 
-std::string response_builder::parsed_chunk(const model::chat_delta& d, const std::string* logprobs_json,
+std::string response_builder::parsed_chunk(const model::chat_delta& d, json::value* logprobs,
                                            std::string_view finish) {
     json::object delta;
     if (!role_sent_) {
@@ -133,18 +136,19 @@ std::string response_builder::parsed_chunk(const model::chat_delta& d, const std
     if (!d.content.empty()) delta["content"] = d.content;
     if (!d.tool_calls.empty()) delta["tool_calls"] = tool_call_deltas(d);
     json::object choice{{"index", index_}, {"delta", std::move(delta)}};
-    if (logprobs_json) choice["logprobs"] = json::parse(*logprobs_json);
+    if (logprobs) choice["logprobs"] = std::move(*logprobs);
     else choice["logprobs"] = nullptr;
     if (finish.empty()) choice["finish_reason"] = nullptr;
     else choice["finish_reason"] = finish;
     json::object out{{"id", id_}, {"object", "chat.completion.chunk"}, {"created", created_}, {"model", model_}};
     out["choices"] = json::array{std::move(choice)};
     if (include_usage_) out["usage"] = nullptr;
-    return json::serialize(out);
+    return json_text(out);
 }
 
-// Returns the chunk's logprobs JSON for one token and appends the token to the aggregate.
-std::string response_builder::logprobs_for(const actors::generated_token& t) {
+// Returns the chunk's logprobs for one token and appends the token to the aggregate.
+// Kept as values to the end (never text parsed back): a logprob keeps its bits.
+json::value response_builder::logprobs_for(const actors::generated_token& t) {
     auto text_of = [&](actors::token_id id) { return token_text_ ? token_text_(id) : std::string(); };
     const std::string tok = token_text_ ? text_of(t.token) : t.text;
     if (kind_ == api_kind::chat) {
@@ -156,7 +160,7 @@ std::string response_builder::logprobs_for(const actors::generated_token& t) {
         json::object entry{{"token", tok}, {"logprob", t.logprob}, {"bytes", byte_array(tok)}};
         entry["top_logprobs"] = std::move(top);
         lp_->content.push_back(entry);
-        return json::serialize(json::object{{"content", json::array{entry}}});
+        return json::object{{"content", json::array{entry}}};
     }
     json::object top;
     for (const auto& alt : t.top) top[text_of(alt.token)] = alt.logprob;
@@ -168,10 +172,10 @@ std::string response_builder::logprobs_for(const actors::generated_token& t) {
                        {"token_logprobs", json::array{t.logprob}},
                        {"top_logprobs", json::array{top}},
                        {"text_offset", json::array{text_offset_}}};
-    return json::serialize(chunk);
+    return chunk;
 }
 
-std::string response_builder::chunk(std::string_view text, const std::string* logprobs_json, std::string_view finish) {
+std::string response_builder::chunk(std::string_view text, json::value* logprobs, std::string_view finish) {
     json::object choice{{"index", index_}};
     if (kind_ == api_kind::chat) {
         json::object delta;
@@ -184,7 +188,7 @@ std::string response_builder::chunk(std::string_view text, const std::string* lo
     } else {
         choice["text"] = text;
     }
-    if (logprobs_json) choice["logprobs"] = json::parse(*logprobs_json);
+    if (logprobs) choice["logprobs"] = std::move(*logprobs);
     else choice["logprobs"] = nullptr;
     if (finish.empty()) choice["finish_reason"] = nullptr;
     else choice["finish_reason"] = finish;
@@ -194,7 +198,7 @@ std::string response_builder::chunk(std::string_view text, const std::string* lo
                      {"model", model_}};
     out["choices"] = json::array{std::move(choice)};
     if (include_usage_) out["usage"] = nullptr;
-    return json::serialize(out);
+    return json_text(out);
 }
 
 std::string response_builder::token_chunk(const actors::generated_token& t) {
@@ -202,14 +206,14 @@ std::string response_builder::token_chunk(const actors::generated_token& t) {
         auto d = parser_->push(t.text);
         text_offset_ += static_cast<std::int64_t>(t.text.size());
         if (logprobs_) {
-            std::string lp = logprobs_for(t);
+            json::value lp = logprobs_for(t);
             return parsed_chunk(d, &lp, {});
         }
         if (d.empty() && role_sent_) return {};
         return parsed_chunk(d, nullptr, {});
     }
     if (logprobs_) {
-        std::string lp = logprobs_for(t);
+        json::value lp = logprobs_for(t);
         std::string out = chunk(t.text, &lp, {});
         text_offset_ += static_cast<std::int64_t>(t.text.size());
         return out;
@@ -238,7 +242,7 @@ std::string response_builder::usage_chunk(const actors::usage& u) const {
                      {"model", model_},
                      {"choices", json::array{}}};
     out["usage"] = usage_json(u);
-    return json::serialize(out);
+    return json_text(out);
 }
 
 void response_builder::add_token(const actors::generated_token& t) {
@@ -249,6 +253,10 @@ void response_builder::add_token(const actors::generated_token& t) {
 }
 
 std::string response_builder::final_response(const actors::generation_result& r) {
+    return json_text(final_object(r));
+}
+
+json::object response_builder::final_object(const actors::generation_result& r) {
     text_ += r.tail_text;
     json::value lp = nullptr;
     if (logprobs_) {
@@ -285,21 +293,19 @@ std::string response_builder::final_response(const actors::generation_result& r)
                      {"model", model_}};
     out["choices"] = json::array{std::move(choice)};
     out["usage"] = usage_json(r.tokens);
-    return json::serialize(out);
+    return out;
 }
 
-std::string combine_choices(const std::vector<std::string>& finals, const actors::usage& total) {
-    json::value first = json::parse(finals.front());
-    auto& out = first.as_object();
+std::string combine_choices(std::vector<json::object> finals, const actors::usage& total) {
+    auto& out = finals.front();
     json::array choices;
     choices.reserve(finals.size());
-    for (std::size_t i = 0; i < finals.size(); ++i) {
-        json::value v = i == 0 ? std::move(out["choices"]) : json::parse(finals[i]).as_object()["choices"];
-        for (auto& c : v.as_array()) choices.push_back(std::move(c));
+    for (auto& f : finals) {
+        for (auto& c : f["choices"].as_array()) choices.push_back(std::move(c));
     }
     out["choices"] = std::move(choices);
     out["usage"] = usage_json(total);
-    return json::serialize(out);
+    return json_text(out);
 }
 
 }  // namespace calserve::net

@@ -12,6 +12,7 @@
 //! `content` and `tool_calls` (deltas as OpenAI streams them: the call's index, id,
 //! type and name with empty arguments, then argument fragments). A stop with tool
 //! calls says finish_reason "tool_calls"; a max_tokens stop still says "length".
+#include <boost/json/object.hpp>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -54,6 +55,8 @@ public:
     // Non-streaming: aggregate tokens, then the whole response object.
     void add_token(const actors::generated_token& t);
     std::string final_response(const actors::generation_result& r);
+    // The same as a value (the choices of `n > 1` are combined without reparsing).
+    boost::json::object final_object(const actors::generation_result& r);
 
     // The OpenAI finish_reason of this response ("tool_calls" after a stop with calls).
     std::string finish_name(actors::finish_reason r) const;
@@ -61,10 +64,10 @@ public:
 private:
     struct logprob_state;
     struct parsed_message;
-    std::string parsed_chunk(const model::chat_delta& d, const std::string* logprobs_json, std::string_view finish);
+    std::string parsed_chunk(const model::chat_delta& d, boost::json::value* logprobs, std::string_view finish);
     void absorb(const model::chat_delta& d);
-    std::string chunk(std::string_view text, const std::string* logprobs_json, std::string_view finish);
-    std::string logprobs_for(const actors::generated_token& t);
+    std::string chunk(std::string_view text, boost::json::value* logprobs, std::string_view finish);
+    boost::json::value logprobs_for(const actors::generated_token& t);
 
     api_kind kind_;
     std::string id_;
@@ -82,8 +85,9 @@ private:
     std::unique_ptr<parsed_message> parsed_;            // aggregate of the parser's deltas
 };
 
-// `n > 1`: one response object from the choices' final responses (each from its own
-// builder, in index order) with the request's usage.
-std::string combine_choices(const std::vector<std::string>& finals, const actors::usage& total);
+// `n > 1`: one response object from the choices' final objects (each from its own
+// builder, in index order) with the request's usage. Values, never text parsed back,
+// so each choice's logprobs keep the bits they have with `n = 1`.
+std::string combine_choices(std::vector<boost::json::object> finals, const actors::usage& total);
 
 }  // namespace calserve::net

@@ -38,7 +38,7 @@ std::optional<api_error> parse_refusal(const beast::error_code& ec, const server
 // A parsed head the session refuses before routing: HTTP/1.1 without Host (400).
 std::optional<api_error> head_refusal(const http_request& head);
 
-// /v1/ws: Beast's handshake checks answered in the API's shape (426 not an upgrade
+// /v1/ws: the Origin (403), Beast's handshake checks answered in the API's shape (426 not an upgrade
 // or a wrong Sec-WebSocket-Version, 400 a bad key), then the API key (401); with the
 // headers the answer carries. nullopt: the upgrade goes ahead.
 std::optional<std::pair<api_error, headers_list>> ws_refusal(const http_server::impl& srv, const http_request& req);
@@ -53,10 +53,13 @@ struct route_reply {
     unsigned status = 200;
     std::string body;
     std::string_view content_type = "application/json";
+    headers_list headers = {};  // besides those make_response sets (a preflight's Access-Control-*)
 };
 
 // Where a parsed request goes: a generation route (its kind; handle_generate answers
 // it), or else `reply` answers it (small routes, 404, 405, 401). HEAD takes the GET route.
+// Before routing: a refused browser Origin is a 403 and OPTIONS a CORS preflight
+// (204); after it, a POST body declared other than JSON is a 415 (net/origin_policy.hpp).
 struct routed {
     std::optional<api_kind> generate;
     route_reply reply;
@@ -67,7 +70,11 @@ routed route_request(http_server::impl& srv, const http_request& req);
 // keep-alive as the request asked, payload prepared. A HEAD request gets its header
 // only (send_response writes no body).
 http::response<http::string_body> make_response(const http_request& req, const server_options& o,
-                                                unsigned status, std::string body, std::string_view content_type);
+                                                unsigned status, std::string body, std::string_view content_type,
+                                                const headers_list& extra = {});
+
+// The 403 of a request whose browser Origin is not allowed (HTTP and the WebSocket upgrade).
+std::optional<api_error> origin_refusal(const http_server::impl& srv, const http_request& req);
 
 // A generation body (JSON text) -> an admitted request or the error to answer:
 // JSON parse, then admit_request. handle_generate runs it on the tokenize pool.

@@ -24,6 +24,7 @@
 #include "net/api_params.hpp"
 #include "net/stream_channel.hpp"
 #include "net/http_server.hpp"
+#include "net/origin_policy.hpp"
 #include "net/timing_log.hpp"
 #include "net/tokenize_pool.hpp"
 
@@ -55,6 +56,8 @@ struct http_server::impl : std::enable_shared_from_this<http_server::impl> {
     std::atomic<bool> draining{false};
     std::atomic<bool> stopped{false};
     const std::size_t max_connections;              // options.max_connections or the derived default
+    // Set by start() before the first accept (the own origin needs the bound port).
+    origin_policy origins;
 
     // Net-side metric families (registered in the daemon's registry).
     metrics::gauge& connections_open;       // calserve_http_connections
@@ -110,7 +113,11 @@ asio::awaitable<bool> dispatch(http_exchange& ex);
 
 // Response helpers (routes.cpp).
 asio::awaitable<bool> send_response(http_exchange& ex, unsigned status, std::string body,
-                                    std::string_view content_type = "application/json");
+                                    std::string_view content_type = "application/json", headers_list extra = {});
+
+// The CORS headers of an answer to an allowed cross-origin request (the Origin echoed,
+// Vary: Origin); none without an Origin (routes.cpp).
+headers_list cors_headers(const http_server::impl& srv, const http_request& req);
 asio::awaitable<bool> send_error(http_exchange& ex, const api_error& e);
 
 // The error of a stream cut by stop(): 503 "server shutting down".

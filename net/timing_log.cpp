@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "config/json_text.hpp"
+
 namespace calserve::net {
 
 result<std::unique_ptr<timing_log>> timing_log::open(const std::string& path) {
@@ -48,7 +50,7 @@ void timing_log::write(const timing_record& r) {
                           {"device_first_s", r.device_first_s},
                           {"device_wall_s", r.device_wall_s},
                           {"device_steps", r.device_steps}};
-    std::string line = boost::json::serialize(o);
+    std::string line = json_text(o);
     line += '\n';
     std::lock_guard lock(mutex_);
     if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0) ++failures_;

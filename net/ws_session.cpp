@@ -32,6 +32,7 @@
 #include <exception>
 #include <unordered_map>
 
+#include "config/json_text.hpp"
 #include "net/console/console_routes.hpp"
 #include "net/openai_format.hpp"
 #include "net/request_path.hpp"
@@ -74,7 +75,7 @@ struct ws_session {
                          {"code", to_string(e.code)}};
         json::object o{{"type", "error"}, {"id", id}, {"status", map_status(e.code).http_status}};
         o["error"] = std::move(err);
-        reply(json::serialize(o));
+        reply(json_text(o));
     }
     // A generate that passed the socket's own checks; its prompt work (template,
     // tokenizer) runs on the tokenize pool before start_stream.
@@ -182,7 +183,7 @@ void ws_session::start_stream(pending_generate g, admission admitted, double tok
     req.gen.id = st.request_id;
     // `started` goes first in the queue, ahead of the tokens the engine may push at once;
     // a refused submit takes it back (nothing was taken meanwhile: this runs on the strand).
-    channel->push(stream_event{key, json::serialize(json::object{{"type", "started"}, {"id", id},
+    channel->push(stream_event{key, json_text(json::object{{"type", "started"}, {"id", id},
                                                                  {"request_id", st.request_id}}),
                                steady_clock::now()});
     auto submitted = req.target->submit(std::move(req.gen), std::make_shared<channel_sink>(channel, key));
@@ -222,7 +223,7 @@ void ws_session::end_stream(std::uint64_t key, const actors::generation_result* 
                        {"id", st.client_id},
                        {"finish_reason", calls ? std::string_view("tool_calls") : finish_reason_name(r->reason)}};
         o["usage"] = std::move(usage);
-        reply(json::serialize(o));
+        reply(json_text(o));
     }
     const auto reason = r ? r->reason : actors::finish_reason::cancelled;
     count_outcome(srv->metrics, reason);
@@ -245,13 +246,13 @@ namespace {
 void parsed_events(const ws_stream_state& st, const model::chat_delta& d, const actors::generated_token* t,
                    std::vector<std::string>& out) {
     if (!d.reasoning.empty()) {
-        out.push_back(json::serialize(json::object{{"type", "reasoning"}, {"id", st.client_id}, {"text", d.reasoning}}));
+        out.push_back(json_text(json::object{{"type", "reasoning"}, {"id", st.client_id}, {"text", d.reasoning}}));
     }
     if (!d.content.empty()) {
         json::object o{{"type", "delta"}, {"id", st.client_id}, {"text", d.content}};
         if (t) o["token"] = t->token;
         if (t && st.logprobs) o["logprob"] = t->logprob;
-        out.push_back(json::serialize(o));
+        out.push_back(json_text(o));
     }
     for (const auto& c : d.tool_calls) {
         json::object o{{"type", "tool_call"}, {"id", st.client_id}, {"index", c.index}};
@@ -260,7 +261,7 @@ void parsed_events(const ws_stream_state& st, const model::chat_delta& d, const 
             o["name"] = c.name;
         }
         o["arguments"] = c.arguments;
-        out.push_back(json::serialize(o));
+        out.push_back(json_text(o));
     }
 }
 }  // namespace
@@ -280,14 +281,14 @@ std::string ws_session::render(const stream_event& ev, std::vector<std::string>&
         }
         json::object o{{"type", "delta"}, {"id", st.client_id}, {"text", t->text}, {"token", t->token}};
         if (st.logprobs) o["logprob"] = t->logprob;
-        return json::serialize(o);
+        return json_text(o);
     }
     const auto& r = std::get<actors::generation_result>(ev.body);
     if (st.parser) {
         parsed_events(st, st.parser->push(r.tail_text), nullptr, extra);
         parsed_events(st, st.parser->finish(), nullptr, extra);
     } else if (!r.tail_text.empty()) {
-        extra.push_back(json::serialize(json::object{{"type", "delta"}, {"id", st.client_id}, {"text", r.tail_text}}));
+        extra.push_back(json_text(json::object{{"type", "delta"}, {"id", st.client_id}, {"text", r.tail_text}}));
     }
     using actors::finish_reason;
     if (r.reason == finish_reason::stop || r.reason == finish_reason::length || r.reason == finish_reason::cancelled) {

@@ -15,6 +15,7 @@
 #include <memory>
 #include <thread>
 
+#include "config/json_text.hpp"
 #include "config/config.hpp"
 #include "net/control_socket.hpp"
 #include "tools/command.hpp"
@@ -163,7 +164,7 @@ std::optional<json::object> build_command(const subcommands& s, const ctl_option
     return std::nullopt;
 }
 
-std::string text_of(const json::value& v) { return v.is_string() ? std::string(v.as_string()) : json::serialize(v); }
+std::string text_of(const json::value& v) { return v.is_string() ? std::string(v.as_string()) : json_text(v); }
 
 void print_flat(const json::value& v, const std::string& prefix) {
     if (v.is_object()) {
@@ -286,7 +287,7 @@ int run_ctl(const subcommands& s, ctl_options& o) {
     auto command = build_command(s, o);
     if (!command) return 2;
     const std::string cmd(command->at("cmd").as_string());
-    auto reply = net::control_call(path, json::serialize(*command));
+    auto reply = net::control_call(path, json_text(*command));
     if (!reply) {
         std::cerr << "ctl: " << reply.error().message << "\n";
         return 1;

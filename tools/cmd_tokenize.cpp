@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "config/json_text.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 #include "tools/command.hpp"
 #include "tools/data_paths.hpp"
@@ -58,7 +59,7 @@ int run_tokenize(const options& o) {
         json::array out;
         out.reserve(ids->size());
         for (model::token_id id : *ids) out.push_back(id);
-        std::cout << json::serialize(out) << '\n';
+        std::cout << json_text(out) << '\n';
     }
     return 0;
 }
@@ -81,7 +82,7 @@ int run_detokenize(const options& o) {
         }
         auto text = tok->decode(ids);
         if (!text) return fail_line("detokenize", n, text.error().message);
-        std::cout << json::serialize(json::string(*text)) << '\n';
+        std::cout << json_text(json::string(*text)) << '\n';
     }
     return 0;
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "config/json_text.hpp"
 #include "actors/engine_journal.hpp"
 #include "device/fault_points.hpp"
 
@@ -86,7 +87,7 @@ double histogram_quantile(const metrics::histogram& h, double q) {
 
 std::string console_state::render(std::uint64_t since_job) const {
     auto held = engine_of_();
-    if (!held) return json::serialize(json::object{{"error", "no model is serving"}});
+    if (!held) return json_text(json::object{{"error", "no model is serving"}});
     auto& engine = *held;
     const auto snap = engine.journal().read(since_job);
     json::object o{{"now_ms", ms_of(engine.now().count())},
@@ -121,7 +122,7 @@ std::string console_state::render(std::uint64_t since_job) const {
                                    {"generated", count_of(m.generation_tokens_total.value())}};
     }
     o["requests"] = std::move(requests);
-    return json::serialize(o);
+    return json_text(o);
 }
 
 }  // namespace calserve::net

@@ -39,3 +39,19 @@ TEST_CASE("OpenAI Node SDK: structured outputs, tool calls and reasoning", "[e2e
     CHECK(out.find("all checks passed") != std::string::npos);
     CHECK(d.stop() == 0);
 }
+
+// The same SDK on POST /v1/responses (tests/e2e/openai_responses_client.js).
+TEST_CASE("OpenAI Node SDK: the Responses API, streaming and not", "[e2e]") {
+    daemon_process d(serve_args("tiny-dense-1chip", {}));
+    REQUIRE(d.started());
+    const auto dir = scratch_dir("openai-responses");
+    const auto script = source_dir() / "tests" / "e2e" / "openai_responses_client.js";
+    const std::string cmd = "node '" + script.string() + "' http://127.0.0.1:" + std::to_string(d.port()) + "/v1 > '" +
+                            (dir / "out.txt").string() + "' 2>&1";
+    const int rc = std::system(cmd.c_str());
+    std::string out = read_text(dir / "out.txt");
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK(out.find("all checks passed") != std::string::npos);
+    CHECK(d.stop() == 0);
+}

@@ -52,6 +52,7 @@ public:
     std::chrono::microseconds token_delay{0};
     std::size_t text_bytes = 1;
     std::vector<std::string> script;     // when set: token i's text is script[i % size]
+    float token_logprob = -0.5f;         // every token's logprob
     std::atomic<bool> ready{true};
     std::atomic<bool> gate_open{true};   // tokens wait while false
     std::string hold_suffix;             // requests whose id ends with it emit nothing until cancelled
@@ -135,7 +136,7 @@ private:
             t.token = 'a' + static_cast<int>(i % 26);
             t.text.assign(text_bytes, static_cast<char>(t.token));
             if (!script.empty()) t.text = script[std::size_t(i) % script.size()];
-            t.logprob = -0.5f;
+            t.logprob = token_logprob;
             if (r.sampling.top_logprobs > 0) t.top = {{t.token, -0.5f}, {'z', -2.0f}};
             sink.on_token(t);
             ++res.tokens.completion_tokens;

@@ -1,0 +1,85 @@
+// See api_compat.hpp.
+#include "net/api_compat.hpp"
+
+#include <boost/json.hpp>
+
+namespace calserve::net {
+namespace json = boost::json;
+
+namespace {
+using maybe_error = std::optional<api_error>;
+
+const json::value* field(const json::object& o, std::string_view name) {
+    auto it = o.find(name);
+    if (it == o.end() || it->value().is_null()) return nullptr;
+    return &it->value();
+}
+
+// A boolean field whose `true` is not supported.
+maybe_error refuse_true(const json::object& o, std::string_view name, std::string_view why) {
+    const auto* v = field(o, name);
+    if (!v) return std::nullopt;
+    if (!v->is_bool()) return field_error(name, "expected a boolean");
+    if (v->get_bool()) return field_error(name, "true is not supported: " + std::string(why));
+    return std::nullopt;
+}
+
+maybe_error read_chat_fields(const json::object& o, api_request& r) {
+    if (const auto* v = field(o, "add_generation_prompt")) {
+        if (!v->is_bool()) return field_error("add_generation_prompt", "expected a boolean");
+        r.chat.add_generation_prompt = v->get_bool();
+    }
+    return refuse_true(o, "continue_final_message",
+                       "the chat template always closes the last message; send the text to continue as a "
+                       "/v1/completions prompt");
+}
+
+maybe_error read_completion_fields(const json::object& o) {
+    if (auto e = refuse_true(o, "echo",
+                             "the engine computes no logprobs for prompt tokens, so a prompt cannot be echoed or "
+                             "scored")) {
+        return e;
+    }
+    if (const auto* v = field(o, "suffix")) {
+        if (!v->is_string()) return field_error("suffix", "expected a string");
+        if (!v->get_string().empty()) return field_error("suffix", "is not supported (no insertion mode)");
+    }
+    return std::nullopt;
+}
+
+maybe_error read_best_of(const json::object& o, const api_request& r) {
+    const auto* v = field(o, "best_of");
+    if (!v) return std::nullopt;
+    if (!v->is_int64() && !v->is_uint64()) return field_error("best_of", "expected an integer");
+    if (!v->is_int64() || v->get_int64() != r.n) {
+        return field_error("best_of",
+                           "is not supported unless equal to n (" + std::to_string(r.n) +
+                               "): choices are not ranked by their logprobs");
+    }
+    return std::nullopt;
+}
+
+maybe_error read_stream_option_fields(const json::object& o) {
+    const auto* so = field(o, "stream_options");
+    if (!so || !so->is_object()) return std::nullopt;  // its type is read with include_usage
+    if (auto e = refuse_true(so->get_object(), "continuous_usage_stats",
+                             "usage comes in the last chunk only (stream_options.include_usage)")) {
+        e->param = "stream_options.continuous_usage_stats";
+        e->message = "stream_options." + e->message;
+        return e;
+    }
+    return std::nullopt;
+}
+}  // namespace
+
+std::optional<api_error> read_compat_fields(const json::object& body, api_request& r) {
+    if (const auto* v = field(body, "prompt_logprobs")) {
+        (void)v;
+        return field_error("prompt_logprobs", "is not supported: the engine computes no logprobs for prompt tokens");
+    }
+    if (auto e = read_best_of(body, r)) return e;
+    if (auto e = read_stream_option_fields(body)) return e;
+    return r.kind == api_kind::chat ? read_chat_fields(body, r) : read_completion_fields(body);
+}
+
+}  // namespace calserve::net
