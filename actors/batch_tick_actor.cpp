@@ -16,7 +16,7 @@ namespace {
 // A preempted sequence waits for KV as long as its request lives (its own deadline ends it).
 constexpr std::chrono::nanoseconds k_preempted_kv_wait = std::chrono::hours(24);
 
-rq_failed device_dead_failure() { return rq_failed{make_error(status::device_dead, "device is dead")}; }
+rq_failed device_dead_failure() { return rq_failed{make_error(status::device_dead, "device is dead"), "none (device dead)"}; }
 
 // What preemption needs to know of a sequence in `phase`.
 victim_view victim_of(sequence_id seq, std::uint64_t admitted, seq_phase phase) {
@@ -140,7 +140,7 @@ void batch_tick_actor::on(bt_kv_granted& m) {
     }
     entry& e = it->second;
     if (!m.outcome.ok()) {
-        (void)e.request.tell(rq_failed{m.outcome.error()}, id());
+        (void)e.request.tell(rq_failed{m.outcome.error(), "kv_reserve"}, id());
         e.life.transition_to(seq_phase::released);
         entries_.erase(it);  // nothing held: the Request's bt_finish will find no entry
         admit_pending();
@@ -214,11 +214,11 @@ bool batch_tick_actor::stop_awaiting(entry& e) {
 // The sequence's jobs keep failing (a poison request, or one the device cannot run):
 // it fails alone and its KV goes back; the Request's bt_finish then finds no entry.
 void batch_tick_actor::give_up(sequence_id seq, entry& e) {
-    spdlog::warn("request {}: {} device jobs in a row failed; failing it alone (runtime.max_job_retries {})",
-                 e.seq->request_id, e.seq->failed_jobs, options_.max_job_retries);
     if (metrics_) metrics_->request_retries_exhausted.inc();
     (void)e.request.tell(rq_failed{make_error(status::job_retries_exhausted,
-                                              std::to_string(e.seq->failed_jobs) + " device jobs in a row failed")},
+                                              std::to_string(e.seq->failed_jobs) + " device jobs in a row failed"),
+                                   "its device jobs, lost to faults (runtime.max_job_retries " +
+                                       std::to_string(options_.max_job_retries) + ")"},
                          id());
     release(seq);
 }

@@ -94,6 +94,16 @@ void chip_session_actor::chain_to_other(job_context& job) {
     if (job.chained()) job.chain_from = other.job;
 }
 
+namespace {
+// "decode job on slot pong, row 2 of 4 (chained)": a job as a failed request's warning names it.
+std::string job_name(const job_context& job, std::size_t row) {
+    std::string s = std::string(job.prefill ? "prefill" : "decode") + " job on slot " + std::string(device::to_string(job.slot));
+    s += ", row " + std::to_string(row) + " of " + std::to_string(job.rows.size());
+    if (row < job.chain_rows.size() && job.chain_rows[row] >= 0) s += " (chained)";
+    return s;
+}
+}  // namespace
+
 void apply_draws(job_context& job) {
     job.picks.assign(job.rows.size(), make_error(status::internal, "row not sampled"));
     for (std::size_t r = 0; r < job.rows.size() && r < job.drawn_tokens.size(); ++r) {
@@ -191,7 +201,7 @@ void chip_session_actor::sampled(const job_ptr& job) {
         if (!requests[r].valid()) continue;
         const auto& outcome = job->picks[r];
         if (!outcome) {
-            (void)requests[r].tell(rq_failed{outcome.error()}, id());
+            (void)requests[r].tell(rq_failed{outcome.error(), "sampling the " + job_name(*job, r)}, id());
             continue;
         }
         const auto& picks = *outcome;
@@ -214,7 +224,7 @@ void chip_session_actor::fail_rows(slot_data& s, const job_ptr& job, const error
             unrun.push_back(seq);
             continue;
         }
-        if (auto request = lookup_(seq); request.valid()) (void)request.tell(rq_failed{e}, id());
+        if (auto request = lookup_(seq); request.valid()) (void)request.tell(rq_failed{e, job_name(*job, r)}, id());
     }
     record(s, *job, job_outcome::failed);
     s.job = nullptr;

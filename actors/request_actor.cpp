@@ -1,6 +1,7 @@
 #include "actors/request_actor.hpp"
 
 #include <algorithm>
+#include <spdlog/spdlog.h>
 
 #include "actors/batch_tick_actor.hpp"
 #include "metrics/metrics.hpp"
@@ -104,6 +105,12 @@ void request_actor::on(rq_failed& m) {
     bool before_start = life_.is(request_state::queued) || life_.is(request_state::received);
     auto cls = fault_class_of(m.error.code);
     bool rejected = before_start && (cls == fault_class::capacity || m.error.code == status::context_overflow);
+    // A client did not cause this one (a shed at the door is a rejection, a deadline or a
+    // disconnect never comes here): one line that names it, for the operator to find.
+    if (!rejected)
+        spdlog::warn("request {} failed: sequence {}, after {}: {} ({})", setup_.seq->request_id, setup_.seq->seq,
+                     m.operation.empty() ? std::string("no device operation") : m.operation, to_string(m.error.code),
+                     m.error.what());
     finish(rejected ? request_state::rejected : request_state::failed, finish_reason::error, m.error);
 }
 

@@ -20,6 +20,9 @@ struct rq_token {                     // ChipSession: one sampled token
 };
 struct rq_failed {                    // anyone: the request cannot go on
     error_info error;
+    // What the runtime last asked for this request when it failed ("decode job on slot
+    // pong, row 2 of 4", "kv_reserve"): named in the request's warning line.
+    std::string operation;
 };
 struct rq_cancel {};                  // client cancel or disconnect
 struct rq_deadline {};                // its own deadline timer

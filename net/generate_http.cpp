@@ -472,6 +472,7 @@ asio::awaitable<bool> handle_generate(http_exchange& ex, api_kind kind) {
         kind = api_kind::chat;          // generated and built as a chat answer, rendered by g.responses
     }
     g.req.gen.id = g.id;
+    ex.request_id = g.id;
     g.channel = std::make_shared<stream_channel>(ex.stream.get_executor(), srv.options.write_queue);
     g.clock.received = ex.received;
     g.rec.id = g.id;

@@ -218,6 +218,7 @@ asio::awaitable<bool> send_response(http_exchange& ex, unsigned status_code, std
                                     std::string_view content_type, headers_list extra) {
     for (auto& h : cors_headers(*ex.server, ex.req)) extra.push_back(std::move(h));
     auto res = make_response(ex.req, ex.server->options, status_code, std::move(body), content_type, extra);
+    if (!ex.request_id.empty()) res.set("X-Request-Id", ex.request_id);  // the daemon log's name for it
     ex.server->count_response(status_code);
     ex.stream.expires_after(ex.server->options.write_timeout);
     beast::error_code ec;

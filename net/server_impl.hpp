@@ -106,6 +106,7 @@ struct http_exchange {
     http_request& req;
     steady_clock::time_point received;
     double received_unix = 0;
+    std::string request_id;  // a generation's id, once it has one: sent as X-Request-Id with any answer
 };
 
 // Route table and dispatch (routes.cpp). Returns whether to keep the connection open.

@@ -155,6 +155,7 @@ request_end perform_request(const loadgen::endpoint& ep, const soak_request& req
             return end;
         }
         end.seen.http_status = static_cast<int>(p.get().result_int());
+        end.request_id = std::string(p.get()["X-Request-Id"]);
         if (end.seen.http_status == 200) {
             read_stream(s, buf, p, req, end);
             s.close(ec);
@@ -175,6 +176,7 @@ request_end perform_request(const loadgen::endpoint& ep, const soak_request& req
         return end;
     }
     end.seen.http_status = static_cast<int>(p.get().result_int());
+    end.request_id = std::string(p.get()["X-Request-Id"]);
     if (end.seen.http_status == 200) end.seen.finished = finished_body(p.get().body());
     else end.seen.error_code = error_code_of(p.get().body());
     if (end.seen.http_status == 200 && !end.seen.finished) end.detail = "200 without finish_reason";

@@ -36,6 +36,7 @@ struct soak_request {
 
 struct request_end {
     seen_end seen;
+    std::string request_id;              // the daemon's X-Request-Id (its log names the request by it)
     std::string detail;                  // transport or protocol problem, for the error table
     std::int64_t token_events = 0;
 };
