@@ -260,15 +260,18 @@ void batch_tick_actor::on(bt_finish& m) {
     schedule();
 }
 
-void batch_tick_actor::on(bt_device_down&) {
+void batch_tick_actor::on(bt_device_down& m) {
     device_up_ = false;
+    device_generation_ = m.generation;
     for (auto& [id, e] : entries_) drop_copy(e);  // what was copied in is lost too
-    if (options_.prefix_cache) (void)kv_.tell(kv_drop_cache{}, id());  // the device lost every cached sequence
+    // The device lost every cached sequence; copies and keeps from now on carry the new generation.
+    if (options_.prefix_cache) (void)kv_.tell(kv_drop_cache{false, m.generation}, id());
 }
 
-void batch_tick_actor::on(bt_device_up&) {
+void batch_tick_actor::on(bt_device_up& m) {
     dead_ = false;  // an operator's reset brought a dead device back
     device_up_ = true;
+    device_generation_ = m.generation;
     schedule();
 }
 

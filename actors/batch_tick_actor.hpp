@@ -306,6 +306,9 @@ private:
     std::array<bool, device::k_slot_count> slot_free_{true, true};
     bool device_up_ = true;
     bool dead_ = false;
+    // The device generation its last bt_device_down/up named: the jobs it forms carry it
+    // (job_context::generation), so the DeviceActor never runs one formed before a reset.
+    std::uint64_t device_generation_ = 0;
     tick_state tick_;
     std::uint64_t admitted_ = 0;
     std::uint64_t preemptions_ = 0;

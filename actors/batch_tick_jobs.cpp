@@ -30,6 +30,11 @@ void batch_tick_actor::on(bt_slot_free& m) {
 void batch_tick_actor::on(bt_job_lost& m) {
     slot_free_[device::index_of(m.slot)] = true;
     job_ended(m.rows, m.culprit ? job_end::failed : job_end::lost);
+    // A job formed before a reset and refused after the device came back: the slot and its
+    // rows (to be prefilled again) are free now, and nothing else may come to schedule them.
+    // A job of the current generation refused as not ready waits for bt_device_up instead
+    // (scheduled again at once, it would be refused again until the warm-up ends).
+    if (m.generation != device_generation_) schedule();
 }
 
 // A fault, a failed or lost job or a preemption: the device's copy of its KV is gone, and
@@ -190,7 +195,7 @@ void batch_tick_actor::commit(const job_choice& choice, device::slot slot) {
     }
     tick_ = after_job(tick_, choice);
     slot_free_[device::index_of(slot)] = false;
-    (void)session_.tell(cs_run{slot, std::move(rows), choice.prefill, chain}, id());
+    (void)session_.tell(cs_run{slot, std::move(rows), choice.prefill, chain, device_generation_}, id());
 }
 
 void batch_tick_actor::schedule() {

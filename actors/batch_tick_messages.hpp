@@ -46,14 +46,21 @@ struct bt_continue {
 struct bt_finish {
     sequence_id seq = 0;
 };
-// A job that was in flight when the device faulted: its slot is free, no token comes.
+// A job that was in flight when the device faulted, or that the device refused: its slot
+// is free, no token comes.
 struct bt_job_lost {
     device::slot slot = device::slot::ping;
     std::vector<sequence_id> rows;
     bool culprit = false;  // this job's failure caused the fault (not merely in flight beside it)
+    std::uint64_t generation = 0;  // the device generation the job was formed in (cs_run)
 };
-struct bt_device_down {};
-struct bt_device_up {};
+// The device faulted or was reset: its KV is gone; `generation` is the one jobs run in next.
+struct bt_device_down {
+    std::uint64_t generation = 0;
+};
+struct bt_device_up {
+    std::uint64_t generation = 0;
+};
 // The device is dead: every sequence fails.
 struct bt_device_dead {};
 

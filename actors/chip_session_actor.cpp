@@ -73,6 +73,7 @@ void chip_session_actor::on(cs_run& m) {
     job->epoch = ++s.epoch;
     job->rows = std::move(m.rows);
     job->prefill = m.prefill;
+    job->generation = m.generation;
     job->logits = std::move(s.spare);
     if (m.chain) chain_to_other(*job);
     s.job = job;
@@ -130,7 +131,7 @@ void chip_session_actor::on(cs_job_done& m) {
             record(s, *m.job, job_outcome::lost);
             s.job = nullptr;
             s.life.transition_to(slot_state::free);
-            (void)tick_.tell(bt_job_lost{m.job->slot, m.job->row_ids()}, id());
+            (void)tick_.tell(bt_job_lost{m.job->slot, m.job->row_ids(), false, m.job->generation}, id());
             return;
         }
         fail_rows(s, m.job, m.outcome.error());
@@ -246,14 +247,14 @@ void chip_session_actor::on(cs_device_down& m) {
         record(s, *s.job, job_outcome::lost);
         auto job = std::move(s.job);
         s.life.transition_to(slot_state::free);
-        (void)tick_.tell(bt_job_lost{job->slot, job->row_ids(), job == m.culprit}, id());
+        (void)tick_.tell(bt_job_lost{job->slot, job->row_ids(), job == m.culprit, job->generation}, id());
     }
-    (void)tick_.tell(bt_device_down{}, id());
+    (void)tick_.tell(bt_device_down{m.generation}, id());
 }
 
-void chip_session_actor::on(cs_device_up&) {
+void chip_session_actor::on(cs_device_up& m) {
     device_up_ = true;
-    (void)tick_.tell(bt_device_up{}, id());
+    (void)tick_.tell(bt_device_up{m.generation}, id());
 }
 
 void chip_session_actor::on(cs_device_dead&) {

@@ -14,6 +14,7 @@ struct cs_run {                       // BatchTick: run these rows (one prefill,
     // Token chaining: rows that are also rows of the other slot's decode job, still in
     // flight, take their input token from its draw on the device (docs/device.md).
     bool chain = false;
+    std::uint64_t generation = 0;     // the device generation the rows' KV state was read in
 };
 struct cs_submitted {                 // DeviceActor: inputs written, infer() accepted
     job_ptr job;
@@ -25,10 +26,13 @@ struct cs_job_done {                  // DeviceActor: job finished (logits copie
 struct cs_sampled {                   // Sampler: the slot's logits are consumed; job->picks holds each row's answer
     job_ptr job;
 };
-struct cs_device_down {              // DeviceActor: faulted; jobs not yet done are lost
+struct cs_device_down {              // DeviceActor: faulted or reset; jobs not yet done are lost
     job_ptr culprit;                  // the job whose failure was declared, if one was (else null)
+    std::uint64_t generation = 0;     // the device generation from now on (its KV starts empty)
 };
-struct cs_device_up {};               // DeviceActor: recovered (reset + warm-up + golden check)
+struct cs_device_up {                 // DeviceActor: recovered (reset + warm-up + golden check)
+    std::uint64_t generation = 0;
+};
 struct cs_device_dead {};             // DeviceActor: gave up
 
 using chip_session_message =

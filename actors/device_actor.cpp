@@ -153,13 +153,20 @@ void device_actor::on(da_golden_done& m) {
     move_to(da_state::ready{});
     if (rec && metrics_)
         metrics_->recovery_seconds.observe(std::chrono::duration<double>(rt().now() - rec->since).count());
-    (void)session_.tell(cs_device_up{}, id());
+    (void)session_.tell(cs_device_up{generation_}, id());
 }
 
 void device_actor::on(da_execute& m) {
     if (!in<da_state::ready>() && !in<da_state::busy>()) {
         // Faulted/resetting: the job is lost like any in flight; the ChipSession re-queues it.
         (void)session_.tell(cs_job_done{m.job, make_error(status::not_ready, "device not ready")}, id());
+        return;
+    }
+    if (m.job->generation != generation_) {
+        // Formed before a reset the BatchTick had not heard of yet, or retried across one:
+        // its rows' KV is gone (a decode would name sequences the device does not hold, a
+        // prefill would allocate one a newer job holds). Lost like any job at a fault.
+        (void)session_.tell(cs_job_done{m.job, make_error(status::not_ready, "job formed before a device reset")}, id());
         return;
     }
     auto submitted = fill_and_submit(m.job);
@@ -332,7 +339,7 @@ void device_actor::fault(const error_info& e, const job_ptr& culprit, bool attem
     auto rec = recovering().value_or(recovery{rt().now(), 0});
     if (attempt_failed) ++rec.failed_resets;
     if (!in<da_state::faulted>()) move_to(da_state::faulted{rec}, e.what());
-    (void)session_.tell(cs_device_down{culprit}, id());
+    (void)session_.tell(cs_device_down{culprit, generation_}, id());
     move_to(da_state::resetting{rec});
     schedule_reset_step();
 }
@@ -354,6 +361,7 @@ void device_actor::on(da_reset& m) {
         // An operator's reset after the cause was cleared: a fresh recovery.
         spdlog::warn("device: reset requested while dead ({}): trying again", m.reason);
         ++generation_;
+        (void)session_.tell(cs_device_down{nullptr, generation_}, id());  // the reset empties the device's KV
         move_to(da_state::resetting{recovery{rt().now(), 0}}, "operator reset: " + m.reason);
         schedule_reset_step();
         return;
@@ -393,6 +401,9 @@ void device_actor::on(da_kv_free& m) { (void)dev_->kv_free(m.seq); }
 // tokens. When the copy fails (a fault, a reset since), its prefill sees the device
 // holding less than it expects and feeds the whole prompt (fill_prefill).
 void device_actor::on(da_kv_copy& m) {
+    // Decided before the KvManager heard of a reset: the source's KV is gone. The prefill
+    // then feeds the whole prompt, as after any failed copy.
+    if (m.generation != generation_) return;
     (void)dev_->kv_free(m.dst);  // stale KV from before a reset or preemption, if any
     void_result r = dev_->kv_allocate(m.dst, m.reserve);
     if (r) r = dev_->kv_copy(m.src, m.dst, m.tokens);
@@ -403,6 +414,8 @@ void device_actor::on(da_kv_copy& m) {
     }
 }
 
-void device_actor::on(da_kv_keep& m) { (void)dev_->kv_keep(m.seq, m.tokens); }
+void device_actor::on(da_kv_keep& m) {
+    if (m.generation == generation_) (void)dev_->kv_keep(m.seq, m.tokens);  // else a reset freed it since
+}
 
 }  // namespace calserve::actors

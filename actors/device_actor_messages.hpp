@@ -31,10 +31,12 @@ struct da_kv_copy {                       // KvManager: a prefix cache hit (seq 
     std::uint64_t dst = 0;
     std::int64_t tokens = 0;                 // positions copied
     std::int64_t reserve = 0;                // dst's reservation (kv_allocate)
+    std::uint64_t generation = 0;            // the device generation src's KV was kept in (KvManager)
 };
 struct da_kv_keep {                       // KvManager: a sequence becomes a cache entry (seq keep)
     std::uint64_t seq = 0;
     std::int64_t tokens = 0;
+    std::uint64_t generation = 0;            // the device generation its KV was written in (KvManager)
 };
 struct da_reset {                         // control socket or a fault: reset now
     std::string reason;

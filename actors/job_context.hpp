@@ -51,6 +51,11 @@ struct job_context {
     std::uint64_t chain_from_id = 0;      // chain_from's device job id (set at fill)
     std::uint64_t device_job = 0;         // the device's job id, once submitted
     std::uint64_t device_generation = 0;  // the DeviceActor's generation when it submitted
+    // The device generation (DeviceActor: bumped at every fault and reset) whose KV the
+    // BatchTick's view of its rows described when it formed the job. The DeviceActor runs
+    // a job only in that generation: after a reset its rows' KV is gone (or, re-prefilled,
+    // belongs to newer jobs), so an older job is lost, never sent to the device.
+    std::uint64_t generation = 0;
     bool unrun = false;                   // not submitted: its chain source never was; rows handed back unrun
     // The Sampler's answer per row: [0] = chosen token + logprob, then top_logprobs.
     std::vector<result<std::vector<token_logprob>>> picks;

@@ -65,7 +65,7 @@ bool kv_manager_actor::try_grant(kv_reserve& m) {
         if (metrics_) metrics_->prefix_cache_queries.inc(double(m.prefix->size()));
         if (hit) {
             // Before the grant: any later free of the entry reaches the device after the copy.
-            (void)device_.tell(da_kv_copy{hit->source, m.seq, hit->tokens, m.tokens}, id());
+            (void)device_.tell(da_kv_copy{hit->source, m.seq, hit->tokens, m.tokens, device_generation_}, id());
             copied_into_.insert(m.seq);
             grant.cached_tokens = hit->tokens;
             hit_tokens_ += hit->tokens;
@@ -118,7 +118,7 @@ bool kv_manager_actor::cache_on_release(const kv_release& m) {
     if (std::find(redundant.begin(), redundant.end(), m.seq) != redundant.end()) return false;
     auto cached = pool_.cache(m.seq, keep);
     CALSERVE_INVARIANT(cached.ok(), "kv cache: " + (cached ? std::string() : cached.error().what()));
-    (void)device_.tell(da_kv_keep{m.seq, keep}, id());
+    (void)device_.tell(da_kv_keep{m.seq, keep, device_generation_}, id());
     copied_into_.erase(m.seq);  // its KV is the cache's now
     for (auto r : redundant) end_kv(r, kv_end::evicted);
     return true;
@@ -192,6 +192,7 @@ void kv_manager_actor::on_release(const kv_release& m) {
 }
 
 void kv_manager_actor::on_drop(const kv_drop_cache& m) {
+    if (m.generation) device_generation_ = *m.generation;
     for (auto seq : cache_.clear()) end_kv(seq, m.free_on_device ? kv_end::dropped_on_device : kv_end::device_lost);
     serve_waiters();
 }

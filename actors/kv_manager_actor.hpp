@@ -104,6 +104,9 @@ private:
     prefix_cache cache_;
     address<device_actor> device_;
     std::int64_t hit_tokens_ = 0;
+    // The device generation its cached KV lives in (kv_drop_cache names each new one): its
+    // copies and keeps carry it, and the DeviceActor drops those from an older one.
+    std::uint64_t device_generation_ = 0;
     // What a granted sequence's lookup found (keys hashed, entry compared), until its
     // kv_share (or release) uses it.
     std::unordered_map<sequence_id, prefix_cache::lookup_trace> prompt_traces_;

@@ -2,6 +2,7 @@
 //! Messages the KvManager accepts.
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <vector>
 #include <variant>
 
@@ -76,6 +77,10 @@ struct kv_share {
 // The device lost every KV sequence (reset, device_lost): drop the cached ones.
 struct kv_drop_cache {
     bool free_on_device = false;  // the device still holds them (an operator emptying the cache)
+    // A device fault or reset: the generation the device's (empty) KV is in from now on.
+    // Copies and keeps are stamped with it, so one decided before the KvManager heard of
+    // the reset is dropped by the DeviceActor instead of naming a sequence the reset freed.
+    std::optional<std::uint64_t> generation;
 };
 struct kv_wait_expired {
     sequence_id seq = 0;
