@@ -14,6 +14,7 @@
 #include "config/config.hpp"
 #include "device/fault_points.hpp"
 #include "device/package_spec.hpp"
+#include "device/sim/sim_device.hpp"
 #include "io/atomic_dir.hpp"
 #include "model/core/bf16.hpp"
 #include "model/weights/synthetic_model.hpp"
@@ -80,6 +81,11 @@ struct sink final : actors::generation_sink {
         }
         s->reason = r.reason;
         s->finish_ns = rt->now().count();
+        // A request-class answer about its own KV sequence: the runtime asked the device
+        // about a sequence it does not hold (or allocated one twice), and a client lost its answer.
+        if (r.failure && (r.failure->code == status::unknown_sequence || r.failure->code == status::sequence_exists))
+            tr->violations.push_back("request " + s->id + " ended with " + std::string(to_string(r.failure->code)) + ": " +
+                                     r.failure->what());
         tr->live.erase(s->id);
         tr->finished.push_back(s);
     }
@@ -352,8 +358,25 @@ void simulation::check_step() {
     for (const auto& e : host_->resident())
         if (!e->kv_manager().pool().conserved()) violation("KV pool not conserved");
     if (actors::illegal_transitions_total() != illegal_at_start_) violation("illegal lifecycle transition");
+    check_device_calls();
     check_liveness();
     check_finished_streams();
+}
+
+// No device call answers unknown_sequence or sequence_exists (kv_free aside: it frees
+// "stale KV, if any"): the runtime sends no job or KV operation for a sequence the device
+// does not hold, whatever the interleaving of resets, cache drops, copies and cancels.
+void simulation::check_device_calls() {
+    for (const auto& e : host_->resident()) {
+        const auto* sim = dynamic_cast<const device::sim::sim_device*>(&e->dev());
+        if (!sim) continue;
+        const auto misuse = sim->sequence_misuses();
+        auto& seen = misuses_seen_[e.get()];
+        if (misuse.count == seen) continue;
+        violation(std::to_string(misuse.count - seen) + " device call(s) about a sequence the device does not hold (last: " +
+                  misuse.last + ")");
+        seen = misuse.count;
+    }
 }
 
 // A dead device is a violation, unless the operator model stands in for the operator

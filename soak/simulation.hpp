@@ -12,7 +12,9 @@
 //! lifecycle transition; no runtime failure (handler escapes, mailbox
 //! overloads); a greedy stream that ran to its length equals the reference
 //! transformer's greedy continuation (BF16-rounded argmax, ties lowest id),
-//! faults or not; the device never ends dead (only recoverable faults are armed).
+//! faults or not; the device never ends dead (only recoverable faults are armed);
+//! no device call answers unknown_sequence or sequence_exists (kv_free aside) and no
+//! request ends with either (the runtime never asks about a sequence the device lacks).
 #include <array>
 #include <filesystem>
 #include <functional>
@@ -143,6 +145,7 @@ private:
     engine::serving_engine& engine() const;  // the serving generation's (else any resident one's)
     void check_step();
     void check_liveness();
+    void check_device_calls();
     bool sequences_held() const;
     void operator_reset();
     void check_finished_streams();
@@ -167,6 +170,7 @@ private:
     sim_report report_;
     std::vector<sim_request> outcomes_;
     std::int64_t kv_blocks_peak_ = 0;
+    std::map<const void*, std::uint64_t> misuses_seen_;  // per engine: device call misuses already reported
 };
 
 // The soak's default model: tiny-dense's layers with a small vocabulary (cheap tokens).

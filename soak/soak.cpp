@@ -105,10 +105,12 @@ void print_plan(const plan& p, const soak_options& o, std::ostream& out) {
     out << std::endl;  // long runs: show the plan before the hours of work
 }
 
-// One generated input; a submit may come with a slow consumer.
+// One generated input; a submit may come with a slow consumer. `paired`: the second arm
+// of a pair (below), applied even while the first is live.
 struct generated {
     io::trace_input input;
     std::optional<consumer_model> consumer;
+    bool paired = false;
 };
 
 // Lazily generated, time-ordered inputs: arrivals, their cancels and disconnects,
@@ -118,7 +120,7 @@ public:
     traffic(const plan& p, std::uint64_t seed, std::int64_t duration_ns, std::int64_t vocab)
         : p_(p), rng_(seed * 0x9E3779B97F4A7C15ull + 1), duration_(duration_ns),
           vocab_(std::min<std::int64_t>(vocab, 150000)), burst_rng_(seed * 0xBF58476D1CE4E5B9ull + 11),
-          stem_rng_(seed * 0x94D049BB133111EBull + 5) {
+          stem_rng_(seed * 0x94D049BB133111EBull + 5), pair_rng_(seed * 0x2545F4914F6CDD1Dull + 13) {
         // Three stems: a shared system prompt, two agents.
         for (auto& stem : stems_)
             for (int i = 0; i < k_stem_tokens; ++i) stem.push_back(std::int32_t(stem_rng_() % std::uint64_t(vocab_)));
@@ -130,7 +132,8 @@ public:
     std::optional<generated> next() {
         std::int64_t t_cancel = cancels_.empty() ? INT64_MAX : cancels_.begin()->first;
         std::int64_t t_clear = burst_ends_.empty() ? INT64_MAX : burst_ends_.begin()->first;
-        std::int64_t t = std::min({next_arrival_, next_arm_, t_cancel, t_clear});
+        std::int64_t t_pair = pairs_.empty() ? INT64_MAX : pairs_.begin()->first;
+        std::int64_t t = std::min({next_arrival_, next_arm_, t_cancel, t_clear, t_pair});
         if (t >= duration_) {
             if (cleared_) return std::nullopt;
             cleared_ = true;
@@ -141,6 +144,11 @@ public:
             burst_ends_.erase(burst_ends_.begin());
             return generated{c, std::nullopt};
         }
+        if (t == t_pair) {
+            auto second = pairs_.begin()->second;
+            pairs_.erase(pairs_.begin());
+            return generated{second, std::nullopt, true};
+        }
         if (t == t_cancel) {
             io::trace_cancel c{t, cancels_.begin()->second};
             cancels_.erase(cancels_.begin());
@@ -150,6 +158,7 @@ public:
             next_arm_ = t + gap(p_.mean_fault_gap_s * 1e9);
             auto arm = make_arm(t);
             make_burst(arm);
+            make_pair(arm);
             return generated{std::move(arm), std::nullopt};
         }
         if (--burst_left_ > 0) {
@@ -214,6 +223,28 @@ private:
         burst_ends_.emplace(arm.t_ns + length_ns, arm.point);
     }
 
+    // A quarter of the other arms (their own generator again) become a pair: refusals
+    // (submit_busy, the jobs' retry backoff, or kv_alloc_fail) and, 0-4 ms later, a device fault
+    // armed beside them. A job refused before the fault is retried after it, on a device the
+    // reset emptied, and the fault may land in the reset's warm-up and golden check: the
+    // interleavings of retries, resets and re-prefills that single arms never reach.
+    void make_pair(io::trace_arm& arm) {
+        static const char* const k_first[] = {"submit_busy", "submit_busy", "kv_alloc_fail"};
+        static const char* const k_second[] = {"wait_timeout", "ccu_exception", "device_lost",
+                                               "logits_nan",   "d2h_error",     "h2d_error"};
+        if (arm.mode == "always" || pair_rng_() % 4 != 0) return;
+        arm.point = k_first[pair_rng_() % std::size(k_first)];
+        arm.mode = "count";
+        arm.count = std::int64_t(1 + pair_rng_() % 3);
+        arm.delay_ms = 0;
+        io::trace_arm second;
+        second.t_ns = arm.t_ns + std::int64_t(pair_rng_() % 4'000'001);
+        second.point = k_second[pair_rng_() % std::size(k_second)];
+        second.mode = pair_rng_() % 2 == 0 ? "once" : "count";
+        second.count = second.mode == "once" ? 1 : 2;
+        pairs_.emplace(second.t_ns, second);
+    }
+
     io::trace_arm make_arm(std::int64_t t) {
         io::trace_arm a;
         a.t_ns = t;
@@ -238,6 +269,8 @@ private:
     static constexpr int k_stem_tokens = 40;
     std::mt19937_64 stem_rng_;
     std::array<std::vector<std::int32_t>, 3> stems_;
+    std::mt19937_64 pair_rng_;
+    std::multimap<std::int64_t, io::trace_arm> pairs_;  // the second arm of a pair, by time
     bool cleared_ = false;
 };
 
@@ -278,7 +311,7 @@ result<sim_report> soak_pass(const soak_options& o, const plan& p, io::trace_wri
         s.advance_to(io::input_time(in));
         // One live arm at a time: overlapping arms could fail more consecutive resets than
         // device.reset_limit allows, a correct death that would end the soak's coverage.
-        if (std::holds_alternative<io::trace_arm>(in) && s.faults_armed()) continue;
+        if (std::holds_alternative<io::trace_arm>(in) && s.faults_armed() && !g->paired) continue;
         if (writer) {
             // File order between inputs and messages is informative only: replay reads them as two streams.
             std::visit([&](const auto& r) { writer->push(io::encode(r)); }, in);

@@ -130,6 +130,15 @@ public:
     // pending callback). A finished, delivered job must not linger: each one
     // carried a vocabulary-sized logits buffer.
     std::int64_t jobs_alive() const { return jobs_alive_->load(); }
+    // Calls the runtime must never make: a job or KV call (kv_free aside, which frees
+    // "stale KV, if any") answered unknown_sequence or sequence_exists, i.e. about a
+    // sequence the device does not hold, or allocating one it already holds. The soak's
+    // invariant (docs/soak.md); `last` describes the latest.
+    struct sequence_misuse {
+        std::uint64_t count = 0;
+        std::string last;
+    };
+    sequence_misuse sequence_misuses() const;
 
 private:
     explicit sim_device(sim_options options);
@@ -288,6 +297,9 @@ private:
     std::int64_t h2d_free_ns_ = 0, compute_free_ns_ = 0, d2h_free_ns_ = 0;
     std::int64_t compute_busy_ns_ = 0;
     std::uint64_t jobs_submitted_ = 0, jobs_completed_ = 0, resets_ = 0;
+    sequence_misuse misuse_;  // guarded by mutex_
+    // Counts `r` when it answers about a sequence not held (or already held); returns it.
+    void_result note_misuse(void_result r, std::string_view call);
     std::vector<memory_usage> memory_;
     // Logits buffers of finished jobs, reused by the next computes (one per slot is
     // enough): a B16 step's 9.7 MB was allocated, zeroed and freed every step.

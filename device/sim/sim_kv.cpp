@@ -26,7 +26,7 @@ void_result sim_device::kv_allocate(seq_id sequence, std::int64_t reserve_tokens
     if (auto r = check_usable(false); !r) return r;
     if (options_.faults->check(fault_point::kv_alloc_fail, kv_site(spec_.chip_count, sequence)))
         return make_error(status::kv_full, "injected kv_alloc_fail");
-    if (auto r = kv_->allocate(sequence, reserve_tokens); !r) return r;
+    if (auto r = kv_->allocate(sequence, reserve_tokens); !r) return note_misuse(r, "kv_allocate");
     seq_length_[sequence] = 0;
     return {};
 }
@@ -53,7 +53,7 @@ void_result sim_device::kv_apply(seq_id sequence, std::int64_t total_tokens, tim
     if (st.outlives_limit) return make_error(status::kv_full, "injected kv_apply_stall: no KV within the apply timeout");
     std::lock_guard lock(mutex_);
     if (auto r = check_usable(false); !r) return r;
-    return kv_->apply(sequence, total_tokens);
+    return note_misuse(kv_->apply(sequence, total_tokens), "kv_apply");
 }
 
 void_result sim_device::kv_free(seq_id sequence) {
@@ -98,8 +98,10 @@ void_result sim_device::kv_copy(seq_id src, seq_id dst, std::int64_t tokens) {
         std::lock_guard lock(mutex_);
         if (auto r = check_usable(true); !r) return r;
         if (src == dst) return make_error(status::invalid_argument, "kv_copy: source and destination are one sequence");
-        if (!kv_->contains(src)) return make_error(status::unknown_sequence, "KV sequence " + std::to_string(src));
-        if (!kv_->contains(dst)) return make_error(status::unknown_sequence, "KV sequence " + std::to_string(dst));
+        if (!kv_->contains(src))
+            return note_misuse(make_error(status::unknown_sequence, "KV sequence " + std::to_string(src)), "kv_copy source");
+        if (!kv_->contains(dst))
+            return note_misuse(make_error(status::unknown_sequence, "KV sequence " + std::to_string(dst)), "kv_copy");
         if (tokens <= 0 || tokens > seq_length_[src])
             return make_error(status::invalid_argument, "kv_copy: sequence " + std::to_string(src) + " holds " +
                                                             std::to_string(seq_length_[src]) + " tokens, not " +
@@ -129,7 +131,8 @@ void_result sim_device::kv_keep(seq_id sequence, std::int64_t tokens) {
     {
         std::lock_guard lock(mutex_);
         if (auto r = check_usable(false); !r) return r;
-        if (!kv_->contains(sequence)) return make_error(status::unknown_sequence, "KV sequence " + std::to_string(sequence));
+        if (!kv_->contains(sequence))
+            return note_misuse(make_error(status::unknown_sequence, "KV sequence " + std::to_string(sequence)), "kv_keep");
         if (tokens < 0 || tokens > seq_length_[sequence])
             return make_error(status::invalid_argument, "kv_keep: sequence " + std::to_string(sequence) + " holds " +
                                                             std::to_string(seq_length_[sequence]) + " tokens, not " +
@@ -146,6 +149,19 @@ void_result sim_device::kv_keep(seq_id sequence, std::int64_t tokens) {
         (void)model_->truncate(sequence, tokens);
     });
     return {};
+}
+
+void_result sim_device::note_misuse(void_result r, std::string_view call) {
+    if (!r && (r.code() == status::unknown_sequence || r.code() == status::sequence_exists)) {
+        ++misuse_.count;
+        misuse_.last = std::string(call) + ": " + r.error().what();
+    }
+    return r;
+}
+
+sim_device::sequence_misuse sim_device::sequence_misuses() const {
+    std::lock_guard lock(mutex_);
+    return misuse_;
 }
 
 kv_usage sim_device::kv() const {

@@ -106,6 +106,20 @@ TEST_CASE("a request cancelled while its job is in the device releases its KV wh
     }
 }
 
+// Seed 18 (docs/soak.md, "Other seeds"; issue 41): a job refused by a fault pair's
+// refusal (submit_busy / kv_alloc_fail, retried on the DeviceActor's backoff timer) while
+// an h2d_error reset the device. The ChipSession wrote the job off with the reset, but its
+// retry ran on the recovered device: a prefill of sequence 183, allocated again beside its
+// real re-prefill, whose completion then reported KV the KvManager had released (a runtime
+// failure at 190.8 s; a decode would have answered unknown_sequence). Jobs now carry the
+// device generation they were formed in, and the DeviceActor runs none from an older one.
+TEST_CASE("a job retried across a device reset is lost, never run on the recovered device", "[soak][faults]") {
+    auto r = soak_run(18, 200).report;
+    CHECK(r.ok());
+    CHECK(r.device_resets >= 10);
+    CHECK(r.finished[4] == 0);  // no request ended with an error
+}
+
 TEST_CASE("a seed whose KV cap forces preemptions keeps every invariant and its greedy outputs", "[soak][kv]") {
     // Seed 13: on-demand KV capped at 4 blocks of 16 tokens, up to 8 running sequences.
     auto r = soak_run(13, 60).report;
