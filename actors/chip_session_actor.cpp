@@ -241,6 +241,9 @@ void chip_session_actor::free_slot(slot_data& s, bool tell_tick, std::vector<seq
 
 void chip_session_actor::on(cs_device_down& m) {
     device_up_ = false;
+    // The BatchTick hears of the reset first, so that the lost jobs' rows (ready again)
+    // are not scheduled into a device that is resetting.
+    (void)tick_.tell(bt_device_down{m.generation}, id());
     // Jobs the device had not finished are lost; done/draining ones carry checked logits and finish.
     for (auto& s : slots_) {
         if (!s.life.is(slot_state::filling) && !s.life.is(slot_state::submitted)) continue;
@@ -249,7 +252,6 @@ void chip_session_actor::on(cs_device_down& m) {
         s.life.transition_to(slot_state::free);
         (void)tick_.tell(bt_job_lost{job->slot, job->row_ids(), job == m.culprit, job->generation}, id());
     }
-    (void)tick_.tell(bt_device_down{m.generation}, id());
 }
 
 void chip_session_actor::on(cs_device_up& m) {
