@@ -69,7 +69,10 @@ TEST_CASE("a handful of seeds keep every invariant", "[soak]") {
 // warm-ups in a row than device.reset_limit allows, which is a correct death. The
 // soak's operator resets the device (faults cleared) and the run must serve again.
 // 622 and 625 also failed warm-ups on submit_busy, a retryable refusal the
-// DeviceActor now retries (625 no longer dies at all). Run to just past each death.
+// DeviceActor now retries (tests/actors/liveness_test.cpp). With the generator's fault
+// pairs (docs/soak.md) the schedules changed: 621 no longer dies within its 1,300 s, and
+// 625 does (a pair's device fault beside a live arm fails more warm-ups in a row than the
+// limit, a correct death); every death still ends with the operator's reset.
 TEST_CASE("seeds whose faults kill the device end with the operator's reset and keep every invariant",
           "[soak][liveness]") {
     struct dead_seed {
@@ -79,10 +82,10 @@ TEST_CASE("seeds whose faults kill the device end with the operator's reset and 
     };
     const bool sanitized = std::getenv("CALSERVE_SANITIZED") != nullptr;
     for (auto [seed, virtual_s, dies] : {dead_seed{505, 1100, true}, dead_seed{601, 2900, true},
-                                         dead_seed{616, 1600, true}, dead_seed{621, 1300, true},
-                                         dead_seed{622, 1400, true}, dead_seed{625, 1700, false}}) {
-        // Under the sanitizers (30x slower, without the reference check) one seed that dies
-        // and the one that does not; the Release suite runs all six.
+                                         dead_seed{616, 1600, true}, dead_seed{621, 1300, false},
+                                         dead_seed{622, 1400, true}, dead_seed{625, 1700, true}}) {
+        // Under the sanitizers (30x slower, without the reference check) two seeds that die;
+        // the Release suite runs all six.
         if (sanitized && seed != 505 && seed != 625) continue;
         INFO("seed " << seed);
         auto r = soak_run(seed, virtual_s, "", {}, !sanitized).report;
