@@ -158,12 +158,11 @@ void worker(shared_run& run, int index) {
             if (outcome != request_outcome::completed && outcome != request_outcome::disconnected) {
                 ++run.report.errors[error_key(end)];
             }
-            if (outcome == request_outcome::unexpected) {
-                ++run.report.unexpected[error_key(end)];
-                if (run.report.unexpected_ids.size() < real_soak_report::k_unexpected_ids)
-                    run.report.unexpected_ids.push_back((end.request_id.empty() ? "(no id)" : end.request_id) + " " +
-                                                        error_key(end));
-            }
+            if (outcome == request_outcome::unexpected) ++run.report.unexpected[error_key(end)];
+            const bool named = outcome == request_outcome::unexpected || outcome == request_outcome::retries_exhausted;
+            if (named && run.report.request_ids.size() < real_soak_report::k_ids_kept)
+                run.report.request_ids.emplace_back(
+                    outcome, (end.request_id.empty() ? "(no id)" : end.request_id) + " " + error_key(end));
         }
         run.done.fetch_add(1);
         if (end.seen.http_status == 0) run.nap(milliseconds(100));  // daemon gone: do not spin

@@ -32,6 +32,7 @@
 #include <iosfwd>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/result.hpp"
@@ -71,10 +72,10 @@ struct real_soak_report {
     std::array<std::uint64_t, request_outcome_count> outcomes{};
     std::map<std::string, std::uint64_t> errors;        // error_key -> count (every non-completion)
     std::map<std::string, std::uint64_t> unexpected;    // the subset that fails the run
-    // Each unexpected outcome (the first k_unexpected_ids): "<X-Request-Id> <error key>",
-    // to find the daemon's warning line for it.
-    std::vector<std::string> unexpected_ids;
-    static constexpr std::size_t k_unexpected_ids = 100;
+    // Each unexpected or retries_exhausted outcome (the first k_ids_kept), with its
+    // "<X-Request-Id> <error key>", to find the daemon's warning line for it.
+    std::vector<std::pair<request_outcome, std::string>> request_ids;
+    static constexpr std::size_t k_ids_kept = 100;
     std::uint64_t arms = 0, arms_refused = 0, arms_deferred = 0, clears = 0;  // deferred: last fault pending
     // Hostile phase: actions taken, and those during which /health did not answer.
     std::uint64_t hups = 0, floods = 0, flood_connections = 0, never_read = 0, health_misses = 0;

@@ -79,7 +79,7 @@ void print_report(const real_soak_report& r, const real_soak_options& o, std::os
     for (const auto& [key, n] : r.errors) {
         out << "  error " << key << ": " << n << (r.unexpected.contains(key) ? "  <- unexpected" : "") << "\n";
     }
-    for (const auto& id : r.unexpected_ids) out << "  unexpected: " << id << "\n";
+    for (const auto& [outcome, id] : r.request_ids) out << "  " << to_string(outcome) << ": " << id << "\n";
     if (!o.control_socket.empty()) {
         out << "faults: armed=" << r.arms << " refused=" << r.arms_refused << " deferred=" << r.arms_deferred << " clears=" << r.clears << "\n";
     }

@@ -43,8 +43,9 @@ std::optional<daemon_gauges> parse_gauges(std::string_view page) {
 }
 
 std::string_view to_string(request_outcome o) {
-    static constexpr std::string_view names[request_outcome_count] = {"completed", "deadline", "disconnected",
-                                                                      "shed",      "fault",    "unexpected"};
+    static constexpr std::string_view names[request_outcome_count] = {"completed", "deadline",          "disconnected",
+                                                                      "shed",      "fault",             "retries_exhausted",
+                                                                      "unexpected"};
     return names[static_cast<std::size_t>(o)];
 }
 
@@ -72,6 +73,9 @@ request_outcome classify(const seen_end& e) {
     }
     if (is_recoverable_device(code) && e.faults_armed && (e.http_status == 200 || e.http_status == 503)) {
         return request_outcome::fault;
+    }
+    if (code == "job_retries_exhausted" && e.faults_armed && (e.http_status == 200 || e.http_status == 503)) {
+        return request_outcome::retries_exhausted;
     }
     return request_outcome::unexpected;
 }

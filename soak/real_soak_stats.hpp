@@ -34,9 +34,12 @@ enum class request_outcome : std::uint8_t {
     disconnected,   // the client closed the connection mid-stream on purpose
     shed,           // capacity or retryable class (429, 503 overloaded/busy): load shedding
     fault,          // device-class error (503) while faults were being injected
+    // job_retries_exhausted while faults were being injected: the poison-request rule
+    // (runtime.max_job_retries, docs/faults.md) failed it alone after its jobs met faults
+    retries_exhausted,
     unexpected,     // anything else: a bug or a dead daemon
 };
-inline constexpr std::size_t request_outcome_count = 6;
+inline constexpr std::size_t request_outcome_count = 7;
 std::string_view to_string(request_outcome o);
 
 struct seen_end {

@@ -57,6 +57,11 @@ TEST_CASE("real soak: how a request ended is classified from what the client saw
         {with(end(200, "wait_timeout"), false, true), request_outcome::fault},
         {with(end(503, "not_ready"), false, true), request_outcome::fault},
         {with(end(503, "ccu_exception"), false, false), request_outcome::unexpected},  // nobody injected it
+        {with(end(503, "job_retries_exhausted"), false, true), request_outcome::retries_exhausted},
+        {with(end(200, "job_retries_exhausted"), false, true), request_outcome::retries_exhausted},  // mid-stream
+        {with(end(503, "job_retries_exhausted"), false, false), request_outcome::unexpected},  // no fault injected
+        {with(end(503, "unknown_sequence"), false, true), request_outcome::unexpected},   // a lost stream
+        {with(end(200, "sequence_exists"), false, true), request_outcome::unexpected},
         {with(end(503, "device_dead"), false, true), request_outcome::unexpected},
         {end(500, "internal"), request_outcome::unexpected},
         {end(400, "context_overflow"), request_outcome::unexpected},
