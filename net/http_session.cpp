@@ -176,7 +176,7 @@ asio::awaitable<bool> wait_next_request(beast::tcp_stream& stream, beast::flat_b
 asio::awaitable<after> on_request(std::shared_ptr<http_server::impl> srv, std::uint64_t conn_id,
                                   std::shared_ptr<beast::tcp_stream> stream, beast::flat_buffer& buffer,
                                   session_state& st, http_request req) {
-    http_exchange ex{srv, conn_id, *stream, buffer, req, steady_clock::now(), unix_now()};
+    http_exchange ex{srv, conn_id, *stream, buffer, req, steady_clock::now(), unix_now(), {}};
     std::string_view target = req.target();
     if (target.substr(0, target.find('?')) == "/v1/ws") {
         auto bad = ws_refusal(*srv, req);
