@@ -218,7 +218,6 @@ void generation_controller::switch_to(const std::shared_ptr<generation_record>& 
             if (auto p = a->previous; p && p != g && p->engine && p->state() == generation_state::retired) {
                 p->keep = false;
                 displaced = std::move(p->engine);
-                p->bytes.clear();
             }
             a->previous = old;
         }
@@ -255,8 +254,7 @@ void generation_controller::retire(const std::shared_ptr<generation_record>& g, 
         g->transition_to(generation_state::retired);
         g->drain_ms = ms_since(g->drain_since);
         if (!g->keep) {
-            unloaded = std::move(g->engine);
-            g->bytes.clear();
+            unloaded = std::move(g->engine);   // its bytes stay: a restore brings it back where it was
         }
     }
     spdlog::info("models: '{}' generation {} drained in {:.0f} ms{}", g->alias, g->number, g->drain_ms,

@@ -87,7 +87,7 @@ struct generation_record {
     std::filesystem::path dir;
     bool cpu = false;
     std::vector<std::uint32_t> chips;
-    std::vector<std::uint64_t> bytes;   // resident bytes per chip (guard excluded); empty when not resident
+    std::vector<std::uint64_t> bytes;   // bytes per chip of its placement (guard excluded); counted while resident
     std::string reason;                 // why it failed, or how its drain or restore ended
     std::shared_ptr<serving_engine> engine;  // null = not resident
     bool keep = false;                  // stays resident once drained

@@ -193,3 +193,31 @@ TEST_CASE("generation host: a load that does not fit fails, with --replace it dr
     run.run_until([&] { return after->finishes > 0; });
     CHECK(after->tokens == want2);
 }
+
+TEST_CASE("generation host: a failed --replace restores the drained generation with its resident bytes",
+          "[generation_host]") {
+    const auto want1 = solo_run(gen1());
+    auto mutant = scratch_dir("generation-host-replace") / "pkg";   // gen2's weights, gen1's golden corpus
+    fs::remove_all(mutant);
+    fs::copy(gen2(), mutant, fs::copy_options::recursive);
+    fs::copy_file(package_model_dir(gen1()) / "golden.jsonl", mutant / "reference-model" / "golden.jsonl",
+                  fs::copy_options::overwrite_existing);
+    // As above: one package fits the chip, two do not.
+    host_run run(gen1(), {"device.sim.chips=1", "device.sim.dram_bytes_per_chip=375809638"});
+    REQUIRE(run.host->load(engine::load_request{"m", mutant, true, false}).ok());
+    run.run_until([&] { return !run.host->loading(); });
+    CHECK(run.info(2).state == "failed");
+    CHECK_THAT(run.info(2).reason, Catch::Contains("golden check"));
+    CHECK(run.info(1).current);
+    CHECK(run.info(1).resident);
+    auto sink = run.submit();
+    run.run_until([&] { return sink->finishes > 0; });
+    CHECK(sink->tokens == want1);
+
+    // The restored generation's bytes count again: a second package still does not fit beside it.
+    REQUIRE(run.host->load(engine::load_request{"m", gen2(), false, false}).ok());
+    CHECK_FALSE(run.host->loading());
+    CHECK(run.info(3).state == "failed");
+    CHECK_THAT(run.info(3).reason, Catch::Contains("does not fit"));
+    CHECK(run.info(1).current);
+}
