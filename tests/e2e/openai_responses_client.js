@@ -10,20 +10,7 @@
 //   node openai_responses_client.js BASE_URL
 // Prints one line per check; exits 0 when all pass, 1 otherwise.
 "use strict";
-const path = require("path");
-
-function loadOpenAI() {
-  const candidates = ["openai", path.join(__dirname, "..", "..", ".cache", "npm", "node_modules", "openai")];
-  for (const c of candidates) {
-    try {
-      return require(c);
-    } catch (e) {
-      if (e.code !== "MODULE_NOT_FOUND") throw e;
-    }
-  }
-  console.error("openai_responses_client: npm package openai not found (run tools/bootstrap)");
-  process.exit(3);
-}
+const { loadOpenAI, runChecks } = require("./openai_harness");
 
 const personSchema = {
   type: "object",
@@ -38,18 +25,13 @@ const weatherTool = {
   },
 };
 
-let failed = 0;
-function check(name, ok, detail) {
-  console.log((ok ? "ok   " : "FAIL ") + name + (ok ? "" : ": " + detail));
-  if (!ok) failed++;
-}
 const isPerson = (p) => p && typeof p === "object" && typeof p.name === "string" && Number.isInteger(p.age) &&
   Object.keys(p).sort().join(",") === "age,name";
 const lengthOk = (r, max) => (r.status === "incomplete" && r.incomplete_details?.reason === "max_output_tokens" &&
   r.usage.output_tokens === max) || (r.status === "completed" && r.usage.output_tokens <= max);
 
-async function main() {
-  const OpenAI = loadOpenAI().default || loadOpenAI();
+runChecks("openai_responses_client", async (check) => {
+  const OpenAI = loadOpenAI("openai_responses_client");
   const client = new OpenAI({ baseURL: process.argv[2], apiKey: "unused", maxRetries: 0, timeout: 60000 });
   const model = (await client.models.list()).data[0].id;
   check("models.retrieve: the served model", (await client.models.retrieve(model)).id === model, model);
@@ -141,11 +123,4 @@ async function main() {
   } catch (e) { status = e.status; message = String(e.message); }
   check("previous_response_id: 400 naming it", status === 400 && message.includes("previous_response_id"), `${status} ${message}`);
 
-  console.log(`${failed === 0 ? "all checks passed" : failed + " checks failed"}`);
-  process.exit(failed === 0 ? 0 : 1);
-}
-
-main().catch((e) => {
-  console.error("openai_responses_client: " + (e.stack || e));
-  process.exit(1);
 });

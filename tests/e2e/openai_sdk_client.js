@@ -9,20 +9,7 @@
 //   node openai_sdk_client.js BASE_URL
 // Prints one line per check; exits 0 when all pass, 1 otherwise.
 "use strict";
-const path = require("path");
-
-function loadOpenAI() {
-  const candidates = ["openai", path.join(__dirname, "..", "..", ".cache", "npm", "node_modules", "openai")];
-  for (const c of candidates) {
-    try {
-      return require(c);
-    } catch (e) {
-      if (e.code !== "MODULE_NOT_FOUND") throw e;
-    }
-  }
-  console.error("openai_sdk_client: npm package openai not found (run tools/bootstrap)");
-  process.exit(3);
-}
+const { loadOpenAI, runChecks } = require("./openai_harness");
 
 const personSchema = {
   type: "object",
@@ -75,17 +62,12 @@ function checkWeatherArgs(a) {
   return errors;
 }
 
-let failed = 0;
-function check(name, ok, detail) {
-  console.log((ok ? "ok   " : "FAIL ") + name + (ok ? "" : ": " + detail));
-  if (!ok) failed++;
-}
 
 const responseFormat = { type: "json_schema", json_schema: { name: "person", strict: true, schema: personSchema } };
 const messages = [{ role: "user", content: "Describe a person." }];
 
-async function main() {
-  const OpenAI = loadOpenAI().default || loadOpenAI();
+runChecks("openai_sdk_client", async (check) => {
+  const OpenAI = loadOpenAI("openai_sdk_client");
   const client = new OpenAI({ baseURL: process.argv[2], apiKey: "unused", maxRetries: 0, timeout: 60000 });
   const model = (await client.models.list()).data[0].id;
 
@@ -185,11 +167,4 @@ async function main() {
     } catch (e) { status = e.status; message = String(e.message); }
     check("bad schema: 400 naming the path", status === 400 && message.includes("/properties/a"), `${status} ${message}`);
   }
-  console.log(`${failed === 0 ? "all checks passed" : failed + " checks failed"}`);
-  process.exit(failed === 0 ? 0 : 1);
-}
-
-main().catch((e) => {
-  console.error("openai_sdk_client: " + (e.stack || e));
-  process.exit(1);
 });

@@ -23,13 +23,13 @@ std::string read_text(const std::filesystem::path& p) {
     ss << in.rdbuf();
     return ss.str();
 }
-}  // namespace
 
-TEST_CASE("OpenAI Node SDK: structured outputs, tool calls and reasoning", "[e2e]") {
+// Runs tests/e2e/<client> with node against a fresh daemon's /v1; every check it prints must pass.
+void run_client(const std::string& client, const std::string& scratch) {
     daemon_process d(serve_args("tiny-dense-1chip", {}));
     REQUIRE(d.started());
-    const auto dir = scratch_dir("openai-sdk");
-    const auto script = source_dir() / "tests" / "e2e" / "openai_sdk_client.js";
+    const auto dir = scratch_dir(scratch);
+    const auto script = source_dir() / "tests" / "e2e" / client;
     const std::string cmd = "node '" + script.string() + "' http://127.0.0.1:" + std::to_string(d.port()) + "/v1 > '" +
                             (dir / "out.txt").string() + "' 2>&1";
     const int rc = std::system(cmd.c_str());
@@ -39,19 +39,13 @@ TEST_CASE("OpenAI Node SDK: structured outputs, tool calls and reasoning", "[e2e
     CHECK(out.find("all checks passed") != std::string::npos);
     CHECK(d.stop() == 0);
 }
+}  // namespace
+
+TEST_CASE("OpenAI Node SDK: structured outputs, tool calls and reasoning", "[e2e]") {
+    run_client("openai_sdk_client.js", "openai-sdk");
+}
 
 // The same SDK on POST /v1/responses (tests/e2e/openai_responses_client.js).
 TEST_CASE("OpenAI Node SDK: the Responses API, streaming and not", "[e2e]") {
-    daemon_process d(serve_args("tiny-dense-1chip", {}));
-    REQUIRE(d.started());
-    const auto dir = scratch_dir("openai-responses");
-    const auto script = source_dir() / "tests" / "e2e" / "openai_responses_client.js";
-    const std::string cmd = "node '" + script.string() + "' http://127.0.0.1:" + std::to_string(d.port()) + "/v1 > '" +
-                            (dir / "out.txt").string() + "' 2>&1";
-    const int rc = std::system(cmd.c_str());
-    std::string out = read_text(dir / "out.txt");
-    INFO(out);
-    CHECK(rc == 0);
-    CHECK(out.find("all checks passed") != std::string::npos);
-    CHECK(d.stop() == 0);
+    run_client("openai_responses_client.js", "openai-responses");
 }
