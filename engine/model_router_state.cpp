@@ -1,6 +1,7 @@
 // model_router's state file: the alias mapping (each alias' current and previous
 // generation) in <server.state_dir>/models.json, written atomically and checksummed so
 // that start-up tells a torn or corrupt file from a good one (model_router.hpp).
+#include "config/json_text.hpp"
 #include "engine/model_router.hpp"
 #include "engine/model_router_internal.hpp"
 
@@ -89,9 +90,9 @@ void model_router::persist(const alias_list& aliases) const {
                                     : json::value(nullptr);
         mapping.push_back(std::move(o));
     }
-    const std::string text = json::serialize(mapping);
+    const std::string text = json_text(mapping);
     json::object doc{{"version", k_state_version}, {"sha256", pkg::sha256_hex(text)}, {"mapping", text}};
-    if (auto w = io::write_file_atomically(options_.state_file, json::serialize(doc) + "\n"); !w)
+    if (auto w = io::write_file_atomically(options_.state_file, json_text(doc) + "\n"); !w)
         spdlog::error("models: cannot save the alias mapping: {}", w.error().what());
 }
 

@@ -1,4 +1,5 @@
 #include "loadgen/client.hpp"
+#include "config/json_text.hpp"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -137,7 +138,7 @@ result<std::vector<std::int64_t>> tokenize_remote(const endpoint& ep, const std:
                                                   std::chrono::milliseconds timeout) {
     // One body every server reads: calserve and vLLM take `prompt`, llama-server `content`.
     json::object body{{"prompt", text}, {"content", text}, {"add_special", false}, {"add_special_tokens", false}};
-    auto r = http_call(ep, true, "/tokenize", json::serialize(body), timeout);
+    auto r = http_call(ep, true, "/tokenize", json_text(body), timeout);
     if (!r) return r.error();
     if (r->status != 200) return make_error(status::io_error, "/tokenize: HTTP " + std::to_string(r->status));
     boost::system::error_code ec;
@@ -167,7 +168,7 @@ std::string completion_body(const stream_request& req) {
                       {"temperature", 0.0},
                       {"stream_options", json::object{{"include_usage", true}}}};
     if (!req.response_format.empty()) body["response_format"] = json::parse(req.response_format);
-    return json::serialize(body);
+    return json_text(body);
 }
 
 void on_event(std::string_view data, bench_clock::time_point origin, request_record& rec, std::int64_t& events) {

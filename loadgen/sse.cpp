@@ -1,4 +1,5 @@
 #include "loadgen/sse.hpp"
+#include "config/json_text.hpp"
 
 #include <boost/json.hpp>
 
@@ -74,7 +75,7 @@ stream_chunk parse_stream_chunk(std::string_view data) {
     if (const auto* e = obj.if_contains("error"); e != nullptr) {
         c.has_error = true;
         const auto* m = e->is_object() ? e->get_object().if_contains("message") : nullptr;
-        c.error = (m != nullptr && m->is_string()) ? std::string(m->get_string()) : json::serialize(*e);
+        c.error = (m != nullptr && m->is_string()) ? std::string(m->get_string()) : json_text(*e);
         return c;
     }
     if (const auto* id = obj.if_contains("id"); id != nullptr && id->is_string()) c.id = std::string(id->get_string());

@@ -1,6 +1,7 @@
 // Request fields for structured outputs, tools and reasoning. See api_output.hpp
 // and docs/api.md ("Structured outputs and tools").
 #include "net/api_output.hpp"
+#include "config/json_text.hpp"
 
 #include <boost/json.hpp>
 
@@ -68,7 +69,7 @@ maybe_error read_response_format(const json::object& o, api_output_spec& spec) {
     } else if (!schema->is_object() && !schema->is_bool()) {
         return field_error("response_format.json_schema.schema", "expected a JSON Schema object");
     } else {
-        spec.schema_json = json::serialize(*schema);
+        spec.schema_json = json_text(*schema);
     }
     return std::nullopt;
 }
@@ -95,7 +96,7 @@ maybe_error read_tool(const json::value& t, std::size_t i, api_request& r) {
         return e;
     if (const auto* p = field(fn->get_object(), "parameters")) {
         if (!p->is_object()) return field_error(at + ".function.parameters", "expected a JSON Schema object");
-        tool.parameters_json = json::serialize(*p);
+        tool.parameters_json = json_text(*p);
     }
     r.output.tools.push_back(std::move(tool));
     // The template prints the tool as given (its `tool | tojson`).

@@ -1,5 +1,6 @@
 // The real-daemon soak: plan, workers, fault arming, sampling, settle (see real_soak.hpp).
 #include "soak/real_soak.hpp"
+#include "config/json_text.hpp"
 
 #include <atomic>
 #include <boost/json.hpp>
@@ -171,7 +172,7 @@ void worker(shared_run& run, int index) {
 
 // One control-socket command; its `result` object when the daemon said ok.
 std::optional<json::object> control(shared_run& run, const json::object& cmd) {
-    auto reply = net::control_call(run.opt.control_socket, json::serialize(cmd), 5000);
+    auto reply = net::control_call(run.opt.control_socket, json_text(cmd), 5000);
     if (!reply) return std::nullopt;
     boost::system::error_code ec;
     auto v = json::parse(*reply, ec);
@@ -283,7 +284,7 @@ std::string sample_json(const sample_point& s) {
                    {"requests_waiting", s.gauges.requests_waiting}};
     if (s.gauges.cpu_seconds == s.gauges.cpu_seconds) o["cpu_seconds"] = s.gauges.cpu_seconds;
     if (s.gauges.heap_bytes == s.gauges.heap_bytes) o["heap_bytes"] = s.gauges.heap_bytes;
-    return json::serialize(o);
+    return json_text(o);
 }
 
 void print_progress(const shared_run& run, const sample_point& s, std::ostream& out) {

@@ -1,5 +1,6 @@
 // Client calls of the real-daemon soak (see real_soak_client.hpp).
 #include "soak/real_soak_client.hpp"
+#include "config/json_text.hpp"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -66,7 +67,7 @@ std::string request_body(const soak_request& r) {
         b["seed"] = r.seed;
     }
     if (r.timeout_ms > 0) b["timeout_ms"] = r.timeout_ms;
-    return json::serialize(b);
+    return json_text(b);
 }
 
 // The `code` of an `{"error": {...}}` object (a body or a stream event), empty if none.

@@ -20,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "config/json_text.hpp"
 #include "loadgen/join.hpp"
 #include "loadgen/run.hpp"
 #include "loadgen/sweep.hpp"
@@ -100,7 +101,7 @@ bool write_text(const std::filesystem::path& p, const std::string& text) {
 
 std::string jsonl(const std::vector<b::request_record>& recs) {
     std::string out;
-    for (const auto& r : recs) out += json::serialize(b::record_json(r)) + "\n";
+    for (const auto& r : recs) out += json_text(b::record_json(r)) + "\n";
     return out;
 }
 
@@ -191,7 +192,7 @@ std::optional<std::vector<b::run_summary>> report(const bench_cli& cli, std::vec
         std::error_code ec;
         std::filesystem::create_directories(dir, ec);
         if (ec || !write_text(dir / "requests.jsonl", jsonl(all)) ||
-            !write_text(dir / "summary.json", json::serialize(summary) + "\n") ||
+            !write_text(dir / "summary.json", json_text(summary) + "\n") ||
             !write_text(dir / "summary.txt", table)) {
             std::cerr << "calserve bench: cannot write to " << dir << "\n";
             return std::nullopt;
@@ -331,7 +332,7 @@ int write_sweep(const bench_cli& cli, const b::sweep_spec& spec, const std::vect
     const std::filesystem::path dir(cli.out_dir);
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    if (ec || !write_text(dir / "sweep.json", json::serialize(b::sweep_json(spec, rows, skipped)) + "\n") ||
+    if (ec || !write_text(dir / "sweep.json", json_text(b::sweep_json(spec, rows, skipped)) + "\n") ||
         !write_text(dir / "sweep.txt", table)) {
         std::cerr << "calserve bench: cannot write to " << dir << "\n";
         return 2;

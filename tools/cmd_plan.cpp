@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 
+#include "config/json_text.hpp"
 #include "config/config.hpp"
 #include "device/sampling_head.hpp"
 #include "model/package/capacity.hpp"
@@ -199,7 +200,7 @@ int run_plan(const options& o) {
     const std::uint32_t context = o.context ? o.context : p->context;
     if (!o.placement.placement.empty()) return run_plan_placement(*p, *cfg, l, kv, context, o.placement, o.json_out);
     auto plan = pkg::plan_capacity(*p, o.batch, context, kv, l);
-    if (o.json_out) std::cout << json::serialize(to_json(*p, plan, l, kv)) << "\n";
+    if (o.json_out) std::cout << json_text(to_json(*p, plan, l, kv)) << "\n";
     else print_text(*p, plan, l, kv);
     return plan.fits ? 0 : 1;
 }

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 
+#include "config/json_text.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 #include "model/cpu/transformer.hpp"
 #include "model/cpu/transformer_greedy.hpp"
@@ -133,7 +134,7 @@ int run(const options& o) {
             std::cerr << "reference: prompts line " << line_no << ": " << r.error().what() << "\n";
             return 1;
         }
-        out << json::serialize(to_json(*p, *r, lo.arith)) << "\n";
+        out << json_text(to_json(*p, *r, lo.arith)) << "\n";
         ++done;
     }
     std::cerr << "reference: " << done << " prompts -> " << o.output << "\n";

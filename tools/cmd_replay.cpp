@@ -10,6 +10,7 @@
 #include <iostream>
 #include <spdlog/spdlog.h>
 
+#include "config/json_text.hpp"
 #include "device/package_spec.hpp"
 #include "io/bench_workload.hpp"
 #include "soak/soak.hpp"
@@ -113,7 +114,7 @@ int run_what_if_cli(const io::trace_file& trace, const what_if_cli& cli) {
         boost::json::array candidates;
         for (std::size_t i = 1; i < reports.size(); ++i) candidates.push_back(soak::to_json(reports[i]));
         if (!candidates.empty()) o["candidates"] = std::move(candidates);
-        std::cout << boost::json::serialize(o) << "\n";
+        std::cout << json_text(o) << "\n";
         return 0;
     }
     if (!reports.front().recorded)

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 
+#include "config/json_text.hpp"
 #include "device/runner/runner.hpp"
 #include "device/runner/speculative.hpp"
 #include "device/sim/cpu_backend.hpp"
@@ -70,7 +71,7 @@ int run_speculative(const options& o, const config& cfg, device::sim::sim_schedu
     auto rep = device::runner::run_speculative(**dev, so);
     rep.json["time"] = o.model.empty() ? (o.virtual_time ? "virtual" : "real") : "cpu backend (wall)";
     rep.json["position_cost"] = so.position_cost;
-    std::cout << boost::json::serialize(rep.json) << "\n";
+    std::cout << json_text(rep.json) << "\n";
     std::cerr << "runner speculative: " << (rep.pass ? "pass" : "FAIL") << "\n";
     return rep.pass ? 0 : 1;
 }
@@ -122,7 +123,7 @@ int run(const options& o) {
     }
     rep.json["time"] = o.virtual_time ? "virtual" : "real";
     rep.json["arithmetic"] = model::to_string(lo.arith);
-    const std::string text = boost::json::serialize(rep.json);
+    const std::string text = json_text(rep.json);
     if (!o.output.empty()) {
         std::ofstream out(o.output, std::ios::binary | std::ios::trunc);
         out << text << "\n";

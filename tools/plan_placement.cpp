@@ -1,5 +1,6 @@
 // `calserve plan --placement` (see plan_placement.hpp).
 #include "tools/plan_placement.hpp"
+#include "config/json_text.hpp"
 
 #include <boost/json.hpp>
 #include <cstdio>
@@ -97,8 +98,8 @@ int run_plan_placement(const model::package::package& p, const config& cfg, cons
         json::array all;
         for (const auto& r : rows) all.push_back(to_json(r));
         // One placement (one row): its object; several: {"placements": [...]}.
-        if (all.size() == 1) std::cout << json::serialize(all.front()) << "\n";
-        else std::cout << json::serialize(json::object{{"package", p.root.string()}, {"placements", std::move(all)}}) << "\n";
+        if (all.size() == 1) std::cout << json_text(all.front()) << "\n";
+        else std::cout << json_text(json::object{{"package", p.root.string()}, {"placements", std::move(all)}}) << "\n";
         return 0;
     }
     std::printf("package %s: %u chips, context %u, decode rows at %lld tokens, prefill of %lld tokens\n",
