@@ -37,7 +37,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/engine.hpp"
+#include "engine/text_forwarding_engine.hpp"
 #include "config/config.hpp"
 #include "engine/generation_controller.hpp"
 #include "engine/generation_driver.hpp"
@@ -76,7 +76,7 @@ struct router_options {
 inline constexpr int k_restore_attempts = 5;
 inline constexpr auto k_restore_backoff = std::chrono::milliseconds(500);
 
-class model_router final : public actors::engine {
+class model_router final : public text_forwarding_engine {
 public:
     // Places `models` on the board (exit-2 material when they do not fit: the error
     // carries the per-chip plan) and brings each up. A valid state file overrides the
@@ -92,13 +92,6 @@ public:
     void cancel(const std::string& request_id) override;
     const actors::model_card& card() const override;
     actors::engine_health health() const override;
-    result<std::vector<actors::token_id>> encode(std::string_view text) const override;
-    result<std::vector<actors::token_id>> encode_prompt(std::string_view text, std::int64_t max_tokens) const override;
-    result<std::string> decode(const std::vector<actors::token_id>& ids) const override;
-    result<std::string> apply_chat_template(const std::vector<actors::chat_message>& messages,
-                                            const actors::chat_options& options) const override;
-    result<std::shared_ptr<const model::grammar::compiled>> compile_grammar(model::grammar::grammar_kind kind,
-                                                                           std::string_view text) const override;
     void drain() override;
     void resume() override;
     std::int64_t in_flight() const override;
@@ -127,7 +120,7 @@ private:
     void housekeeping();
     void persist(const alias_list& aliases) const;
     std::vector<std::shared_ptr<serving_engine>> resident() const;
-    std::shared_ptr<serving_engine> any_engine() const;
+    std::shared_ptr<const actors::engine> text_engine() const override;
 
     actors::runtime* rt_ = nullptr;
     const config* cfg_ = nullptr;

@@ -61,7 +61,7 @@ std::shared_ptr<serving_engine> model_router::primary() const {
     });
 }
 
-std::shared_ptr<serving_engine> model_router::any_engine() const { return primary(); }
+std::shared_ptr<const actors::engine> model_router::text_engine() const { return primary(); }
 
 std::vector<std::shared_ptr<serving_engine>> model_router::resident() const {
     return controller_->read([](const alias_list& aliases) {
@@ -114,38 +114,6 @@ actors::engine_health model_router::health() const {
     h.ready = h.ready && any_ready;
     return h;
 }
-result<std::vector<actors::token_id>> model_router::encode(std::string_view text) const {
-    auto e = any_engine();
-    if (!e) return make_error(status::not_ready, "no model is serving");
-    return e->encode(text);
-}
-
-result<std::vector<actors::token_id>> model_router::encode_prompt(std::string_view text, std::int64_t max_tokens) const {
-    auto e = any_engine();
-    if (!e) return make_error(status::not_ready, "no model is serving");
-    return e->encode_prompt(text, max_tokens);
-}
-
-result<std::string> model_router::decode(const std::vector<actors::token_id>& ids) const {
-    auto e = any_engine();
-    if (!e) return make_error(status::not_ready, "no model is serving");
-    return e->decode(ids);
-}
-
-result<std::string> model_router::apply_chat_template(const std::vector<actors::chat_message>& messages,
-                                                      const actors::chat_options& options) const {
-    auto e = any_engine();
-    if (!e) return make_error(status::not_ready, "no model is serving");
-    return e->apply_chat_template(messages, options);
-}
-
-result<std::shared_ptr<const model::grammar::compiled>> model_router::compile_grammar(model::grammar::grammar_kind kind,
-                                                                                     std::string_view text) const {
-    auto e = any_engine();
-    if (!e) return make_error(status::not_ready, "no model is serving");
-    return e->compile_grammar(kind, text);
-}
-
 void model_router::drain() {
     accepting_.store(false);
     for (auto& e : resident()) e->drain();

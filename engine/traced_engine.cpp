@@ -218,42 +218,13 @@ void traced_engine::cancel(const std::string& request_id) {
 
 // The tokenizer side reads the serving generation (else any resident one): the
 // generations of one alias share the tokenizer and chat template.
-namespace {
-error_info none_resident() { return error_info{status::not_ready, "no model is serving"}; }
-}  // namespace
+std::shared_ptr<const actors::engine> traced_engine::text_engine() const { return inner(); }
 
 const actors::model_card& traced_engine::card() const { return host_.card(); }
 actors::engine_health traced_engine::health() const {
     auto e = host_.current();
     if (!e) return actors::engine_health{false, true, "unloaded", 0, 0};
     return e->health();
-}
-result<std::vector<actors::token_id>> traced_engine::encode(std::string_view text) const {
-    auto e = inner();
-    if (!e) return none_resident();
-    return e->encode(text);
-}
-result<std::vector<actors::token_id>> traced_engine::encode_prompt(std::string_view text, std::int64_t max_tokens) const {
-    auto e = inner();
-    if (!e) return none_resident();
-    return e->encode_prompt(text, max_tokens);
-}
-result<std::string> traced_engine::decode(const std::vector<actors::token_id>& ids) const {
-    auto e = inner();
-    if (!e) return none_resident();
-    return e->decode(ids);
-}
-result<std::string> traced_engine::apply_chat_template(const std::vector<actors::chat_message>& messages,
-                                                       const actors::chat_options& options) const {
-    auto e = inner();
-    if (!e) return none_resident();
-    return e->apply_chat_template(messages, options);
-}
-result<std::shared_ptr<const model::grammar::compiled>> traced_engine::compile_grammar(model::grammar::grammar_kind kind,
-                                                                                      std::string_view text) const {
-    auto e = inner();
-    if (!e) return none_resident();
-    return e->compile_grammar(kind, text);
 }
 std::int64_t traced_engine::in_flight() const { return host_.in_flight(); }
 

@@ -24,7 +24,7 @@
 #include <memory>
 #include <string>
 
-#include "actors/engine.hpp"
+#include "engine/text_forwarding_engine.hpp"
 #include "io/trace.hpp"
 
 namespace calserve {
@@ -79,7 +79,7 @@ private:
 io::trace_header daemon_trace_header(const config& cfg, const std::string& package_dir, const std::string& model_dir,
                                      const std::string& alias = "");
 
-class traced_engine final : public actors::engine {
+class traced_engine final : public text_forwarding_engine {
 public:
     // `recorder` may be null (recordable, no trace yet) or a trace opened before the engine was built.
     traced_engine(generation_host& host, actors::realtime_driver& driver, io::trace_header header,
@@ -90,13 +90,6 @@ public:
     void cancel(const std::string& request_id) override;
     const actors::model_card& card() const override;
     actors::engine_health health() const override;
-    result<std::vector<actors::token_id>> encode(std::string_view text) const override;
-    result<std::vector<actors::token_id>> encode_prompt(std::string_view text, std::int64_t max_tokens) const override;
-    result<std::string> decode(const std::vector<actors::token_id>& ids) const override;
-    result<std::string> apply_chat_template(const std::vector<actors::chat_message>& messages,
-                                            const actors::chat_options& options) const override;
-    result<std::shared_ptr<const model::grammar::compiled>> compile_grammar(model::grammar::grammar_kind kind,
-                                                                           std::string_view text) const override;
     void drain() override;
     void resume() override;
     std::int64_t in_flight() const override;
@@ -122,6 +115,7 @@ public:
     generation_host& host() { return host_; }
 
 private:
+    std::shared_ptr<const actors::engine> text_engine() const override;
     void record(const io::trace_record& r);  // driver thread
 
     generation_host& host_;
