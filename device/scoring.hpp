@@ -13,6 +13,8 @@
 //! "score_request" is optional: a prefill that does not write it is a plain prefill and
 //! returns only "logits" (the scoring outputs are then stale and not copied out). A job
 //! that writes it is sliced as its "token" input is, and returns its positions' scores.
+//! Every infer consumes it, a refused one too (unlike the required inputs, which stay
+//! written for a retry): a stale request never turns a later plain prefill into scoring.
 //!
 //! Cost on the NPU: the LM head (hidden x vocab) runs over every position of the chunk
 //! instead of the last one, then a log-softmax and a top-N per position; the output copy

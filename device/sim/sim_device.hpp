@@ -265,6 +265,7 @@ private:
     // the request taken at submit, every position's logits and scores, and the outputs.
     bool wrote_score_request(const submodel_desc& sm, const buffer_set& b) const;
     void_result validate_score_request(const submodel_desc& sm, const buffer_set& b) const;
+    void forget_score_request(const submodel_desc& sm, buffer_set& b) const;
     void take_score_inputs(job& j, const submodel_desc& sm, const buffer_set& b) const;
     void_result compute_scored(job& j, std::vector<float>& logits);  // model_mutex_ held
     void write_score_outputs(const job& j, const submodel_desc& sm, buffer_set& b) const;

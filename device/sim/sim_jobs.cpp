@@ -227,7 +227,10 @@ result<job_id> sim_device::infer_rows(std::string_view submodel, slot s, std::sp
             return make_error(status::submit_busy, std::string("slot ") + std::string(to_string(s)) + " has a job in flight");
         auto& b = buffers(*index, s);
         auto head = head_rows(sm, b);
-        if (auto r = note_misuse(validate_job(sm, b, rows, head), "infer"); !r) return r.error();
+        if (auto r = note_misuse(validate_job(sm, b, rows, head), "infer"); !r) {
+            forget_score_request(sm, b);  // consumed by a refused job too: the next prefill is plain unless it writes one
+            return r.error();
+        }
         auto chain = resolve_chain(head, rows);
         if (!chain) return chain.error();
         j = std::make_shared<job>();

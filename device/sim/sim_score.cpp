@@ -47,6 +47,14 @@ void_result sim_device::validate_score_request(const submodel_desc& sm, const bu
     return {};
 }
 
+void sim_device::forget_score_request(const submodel_desc& sm, buffer_set& b) const {
+    if (!wrote_score_request(sm, b)) return;
+    const std::size_t k = input_at(sm, k_score_request);
+    b.written[k] = false;
+    const auto bytes = std::uint64_t(tokens_of(sm, b)) * 2 * sizeof(std::int32_t);  // as written at this slice
+    b.written_bytes -= std::min(b.written_bytes, bytes);
+}
+
 void sim_device::take_score_inputs(job& j, const submodel_desc& sm, const buffer_set& b) const {
     if (!wrote_score_request(sm, b)) return;
     const auto& in = b.inputs[input_at(sm, k_score_request)];
