@@ -7,7 +7,8 @@
 // each the bits decoding that token gives), so no tolerance is needed; a tolerance would
 // hide a scoring prefill whose rows drifted from decode's. The same holds across prefill
 // chunks, beside a prefix-cache entry for the same prompt (a scored prompt takes nothing
-// from the cache: cached KV has no logits), and with a decode batch running beside it.
+// from the cache: cached KV has no logits), with a decode batch running beside it, and on
+// the cpu backend.
 #include <bit>
 #include <mutex>
 
@@ -78,8 +79,10 @@ void check_scores_equal_generation(const std::vector<token_id>& prompt, const st
 }
 
 // Generates, then scores prompt + output, on a fresh package engine with `cfg`.
-void generate_then_score(const std::vector<std::string>& cfg, std::size_t prompt_len, std::int64_t n, bool warm_cache) {
-    engine_harness h(calserve::test::on_package, cfg);
+void generate_then_score(const std::vector<std::string>& cfg, std::size_t prompt_len, std::int64_t n, bool warm_cache,
+                         bool cpu = false) {
+    auto made = cpu ? std::make_unique<engine_harness>(cfg) : std::make_unique<engine_harness>(calserve::test::on_package, cfg);
+    engine_harness& h = *made;
     const auto prompt = calserve::test::random_prompt(6100 + int(prompt_len), int(prompt_len));
     auto gen = std::make_shared<step_sink>();
     REQUIRE(h.engine->submit(generating(h, "gen", prompt, n), gen).ok());
@@ -119,6 +122,9 @@ TEST_CASE("a prompt token's score is the logprob it gets when generated greedily
     }
     SECTION("beside a prefix cache entry of the same prompt, which it does not use") {
         generate_then_score({"log.level=warn"}, 20, 8, true);
+    }
+    SECTION("the cpu backend (a Hugging Face directory, bf16 arithmetic)") {
+        generate_then_score({"log.level=warn", "device.cpu_arithmetic=bf16"}, 11, 8, false, true);
     }
 }
 
