@@ -9,6 +9,7 @@
 
 #include "device/package_spec.hpp"
 #include "device/scoring.hpp"
+#include "device/sim/latency_model.hpp"
 #include "model/sampling/sampling.hpp"
 #include "sim_fixture.hpp"
 
@@ -130,4 +131,19 @@ TEST_CASE("scoring prefill: a bad score_request is refused and changes nothing",
     REQUIRE(plain.ok());
     REQUIRE(f.dev->wait(*plain, 1s).ok());
     CHECK(f.logits(k_prefill, slot::ping) == dt::expected_logits({3, 9}));
+}
+
+TEST_CASE("latency model: a scoring prefill adds its positions' logits passes; step_ms replaces it", "[scoring]") {
+    const auto spec = scoring_spec();
+    sim::latency_model m(spec, sim::latency_constants{});
+    // Each position's BF16 logits written once and read twice: 3 x 2 x vocab bytes at DRAM speed.
+    const double one = 3.0 * 2.0 * double(spec.vocab_size) / (200.0 * 1e9) * 1e3;
+    CHECK(m.score_ms(1) == Approx(one));
+    CHECK(m.score_ms(64) == Approx(64 * one));
+    CHECK(m.score_ms(0) == 0.0);
+    sim::latency_constants fixed;
+    fixed.step_ms = 3;
+    CHECK(sim::latency_model(spec, fixed).score_ms(64) == 0.0);
+    // The output copy: 4 B + 20 alternatives x 8 B per position.
+    CHECK(score_position_d2h_bytes() == 164);
 }
