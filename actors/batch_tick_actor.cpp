@@ -121,7 +121,7 @@ void batch_tick_actor::request_kv(entry& e, bool front) {
                            (void)self.tell(bt_kv_granted{g.seq, g.outcome, g.cached_tokens}, me);
                        },
                        seq.full_tokens, front, nullptr, cache_key{}};
-    if (options_.prefix_cache) {
+    if (options_.prefix_cache && !seq.scoring()) {  // a scored prompt needs every position's logits
         // What its next prefill feeds from position 0: looked up when the grant is made.
         reserve.prefix = std::make_shared<const std::vector<token_id>>(seq.tokens);
         reserve.scope = seq.scope;

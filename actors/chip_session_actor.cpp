@@ -189,8 +189,12 @@ void chip_session_actor::sampled(const job_ptr& job) {
     }
     // Read while the job still holds its rows (the BatchTick may take them back below).
     std::vector<std::int64_t> cached(job->rows.size(), -1);
+    std::vector<std::vector<prompt_score>> scores(job->rows.size());
     if (job->prefill)
-        for (std::size_t r = 0; r < job->rows.size(); ++r) cached[r] = job->rows[r]->cached_tokens;
+        for (std::size_t r = 0; r < job->rows.size(); ++r) {
+            cached[r] = job->rows[r]->cached_tokens;
+            if (job->rows[r]->scoring()) scores[r] = job->rows[r]->prompt_scores;
+        }
     s.spare = std::move(job->logits);  // consumed: the buffer may take the next job
     record(s, *job, job_outcome::ok);
     // The BatchTick first: the next step waits for it, the Requests' streaming does not.
@@ -211,6 +215,7 @@ void chip_session_actor::sampled(const job_ptr& job) {
         token.device_s = device_s;
         token.device_wall_s = wall_s;
         token.cached_tokens = cached[r];
+        token.prompt_scores = std::move(scores[r]);
         (void)requests[r].tell(std::move(token), id());
     }
 }

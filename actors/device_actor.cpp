@@ -203,8 +203,13 @@ void_result device_actor::fill_prefill(const job_ptr& job) {
     job->profile = 1;
     if (auto r = apply_prefill_kv(*dev_, seq.seq, span, seq.kv_tokens, options_.kv_apply_timeout); !r) return r;
     job->t_fill = rt().now();
-    auto id_or = submit_input(*dev_, options_.prefill_submodel, job->slot,
-                              encode_prefill(seq.tokens, span.past, span.count), seq.seq);
+    auto in = encode_prefill(seq.tokens, span.past, span.count);
+    job->scored_from = -1;
+    if (seq.scoring() && span.past + 1 < seq.prompt_len) {  // positions whose next token is a prompt token
+        in.score_request = encode_score_request(seq.tokens, seq.prompt_len, seq.score_top_n, span.past, span.count);
+        job->scored_from = span.past;
+    }
+    auto id_or = submit_input(*dev_, options_.prefill_submodel, job->slot, in, seq.seq);
     if (!id_or) return id_or.error();
     submit_wait(job, *id_or);
     return {};
@@ -314,6 +319,10 @@ void device_actor::sync_fault_metrics() {
 
 // D2H of what the job returns (job codec), each checked before it is released.
 void device_actor::finish_job(const job_ptr& job, const device::job_result& r) {
+    // A scoring prefill's scores first: reading "logits" (read_output) consumes the slot's outputs.
+    if (job->scored_from >= 0)
+        if (auto s = take_scores(*dev_, submodel_of(job), job->slot, *job->rows.front(), job->scored_from, job->counts[0]); !s)
+            return fault(s.error(), job);
     if (auto out = read_outputs(*dev_, submodel_of(job), *job, check_pool_.get()); !out) return fault(out.error(), job);
     job->t_done = rt().now();
     job->device_compute_s = double(r.timing.compute_end_ns - r.timing.compute_start_ns) * 1e-9;

@@ -65,11 +65,22 @@ struct generation_request {
     output_constraint constraint;
     // Scopes the prefix cache: requests share cached KV only when their salts are equal.
     std::string cache_salt;
+    // Scoring: >= 0 scores every prompt token with that many alternatives (<= 20)
+    // (generation_result::prompt_scores); -1: none. A scored prompt is prefilled whole,
+    // never from the prefix cache (cached KV comes with no logits).
+    std::int32_t score_top_n = -1;
 };
 
 struct token_logprob {
     token_id token = 0;
     float logprob = 0;
+};
+
+// A prompt token's score (docs/api.md "Scoring"): its logprob given the tokens before
+// it and the most likely tokens there, at temperature 1 with no penalty.
+struct prompt_score {
+    float logprob = 0;
+    std::vector<token_logprob> top;
 };
 
 struct generated_token {
@@ -93,6 +104,9 @@ struct generation_result {
     usage tokens;
     std::string tail_text;                    // text still held back at finish (flushed, stop string removed)
     std::optional<error_info> failure;        // set when reason == error or timeout
+    // score_top_n >= 0: one per prompt token, the first's empty (nothing precedes it);
+    // empty when the request ended before its prefill did.
+    std::vector<prompt_score> prompt_scores;
     // Server-side phase times for the timing log, seconds.
     double queue_s = 0, ttft_s = 0, e2e_s = 0;
     // Device clock: modelled compute time of the jobs whose logits this request

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "device/scoring.hpp"
 #include "model/core/thread_pool.hpp"
 #include "model/sampling/sampling.hpp"
 
@@ -35,6 +36,48 @@ job_input encode_prefill(std::span<const std::int32_t> tokens, std::int64_t past
     in.cur_seq_len = {std::uint32_t(count)};
     in.past_kv_len = {std::uint32_t(past)};
     return in;
+}
+
+std::vector<std::int32_t> encode_score_request(std::span<const std::int32_t> tokens, std::int64_t prompt_len,
+                                               std::int32_t top_n, std::int64_t past, std::int64_t count) {
+    std::vector<std::int32_t> out(std::size_t(count) * 2, 0);
+    for (std::int64_t i = 0; i < count; ++i) {
+        const std::int64_t next = past + i + 1;
+        const bool prompt = next < prompt_len && next < std::int64_t(tokens.size());
+        out[std::size_t(2 * i)] = prompt ? tokens[std::size_t(next)] : -1;
+        out[std::size_t(2 * i + 1)] = prompt ? top_n : 0;
+    }
+    return out;
+}
+
+void_result take_scores(device::device& dev, const std::string& sm, device::slot s, sequence_state& seq,
+                        std::int64_t past, std::int64_t count) {
+    auto logprobs = dev.output(sm, s, device::k_score_logprobs);
+    if (!logprobs) return logprobs.error();
+    auto ids = dev.output(sm, s, device::k_score_top_ids);
+    if (!ids) return ids.error();
+    auto tops = dev.output(sm, s, device::k_score_top_logprobs);
+    if (!tops) return tops.error();
+    constexpr auto k = std::size_t(device::k_score_top_max);
+    const auto n = std::size_t(count);
+    if (logprobs->size() < n * 4 || ids->size() < n * k * 4 || tops->size() < n * k * 4)
+        return make_error(status::internal, "scoring outputs smaller than the prefill's positions");
+    seq.prompt_scores.resize(std::size_t(seq.prompt_len));
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::int64_t next = past + std::int64_t(i) + 1;
+        if (next >= seq.prompt_len) break;
+        auto& score = seq.prompt_scores[std::size_t(next)];
+        std::memcpy(&score.logprob, logprobs->data() + i * 4, 4);
+        score.top.clear();
+        for (std::size_t t = 0; t < std::size_t(seq.score_top_n) && t < k; ++t) {
+            token_logprob e;
+            std::memcpy(&e.token, ids->data() + (i * k + t) * 4, 4);
+            std::memcpy(&e.logprob, tops->data() + (i * k + t) * 4, 4);
+            if (e.token < 0) break;
+            score.top.push_back(e);
+        }
+    }
+    return {};
 }
 
 job_input encode_decode(const job_context& job, std::int64_t batch, std::span<const std::int64_t> pasts,
@@ -122,6 +165,9 @@ result<device::job_id> submit_input(device::device& dev, const std::string& sm, 
     if (auto r = dev.slice(sm, s, in.slice_tokens); !r) return r.error();
     if (auto r = dev.write_input(sm, s, "token", std::as_bytes(std::span(in.tokens))); !r) return r.error();
     if (auto r = dev.write_input(sm, s, "position", std::as_bytes(std::span(in.positions))); !r) return r.error();
+    if (!in.score_request.empty())
+        if (auto r = dev.write_input(sm, s, device::k_score_request, std::as_bytes(std::span(in.score_request))); !r)
+            return r.error();
     if (in.rows.empty()) {
         if (auto r = dev.write_csr(sm, s, device::k_csr_cur_seq_len, in.cur_seq_len.front()); !r) return r.error();
         if (auto r = dev.write_csr(sm, s, device::k_csr_past_kv_len, in.past_kv_len.front()); !r) return r.error();

@@ -47,6 +47,7 @@ struct job_input {
     // A decode's rows as submitted (padding rows are device::k_padding_row); empty for a prefill.
     std::vector<device::seq_id> rows;
     std::vector<device::head_row> head;   // "sample_params", one per profile row; empty without a head
+    std::vector<std::int32_t> score_request;  // a scoring prefill's "score_request" (target, top-N per token)
 };
 
 // The span a prefill job feeds: tokens [past, past + count).
@@ -65,6 +66,14 @@ prefill_span plan_prefill(std::int64_t tokens, std::int64_t device_len, std::int
                           std::int64_t chunk);
 // The input of a prefill of tokens [past, past + count) of `tokens`.
 job_input encode_prefill(std::span<const std::int32_t> tokens, std::int64_t past, std::int64_t count);
+// A scoring prefill's "score_request" (device/scoring.hpp) for tokens [past, past + count)
+// of `tokens`, whose first `prompt_len` are the prompt: position p names prompt token p + 1
+// with `top_n` alternatives; positions whose next token is not a prompt token ask nothing.
+std::vector<std::int32_t> encode_score_request(std::span<const std::int32_t> tokens, std::int64_t prompt_len,
+                                               std::int32_t top_n, std::int64_t past, std::int64_t count);
+// A scoring prefill's outputs into seq.prompt_scores: position p's into prompt token p + 1's.
+void_result take_scores(device::device& dev, const std::string& sm, device::slot s, sequence_state& seq,
+                        std::int64_t past, std::int64_t count);
 // The input of a decode step of `job`'s live rows in a program of `batch` rows, row r
 // at position `pasts[r]`; `with_head` adds the sampling head's parameters.
 job_input encode_decode(const job_context& job, std::int64_t batch, std::span<const std::int64_t> pasts,

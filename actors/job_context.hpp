@@ -26,6 +26,7 @@ struct job_context {
     std::vector<sequence_ptr> rows;       // live rows in row order; a prefill has exactly one
     bool prefill = false;
     bool partial = false;                 // a prefill chunk short of the last token: nothing to sample
+    std::int64_t scored_from = -1;        // a scoring prefill: the first position it fed (else -1)
     std::int64_t profile = 1;             // batch of the submodel that ran it (rows.size() <= profile)
     std::vector<std::int64_t> counts;     // tokens fed per row
     int failed_row = -1;                  // a per-row device call (kv_apply) failed: only that row's request fails

@@ -79,6 +79,7 @@ void request_actor::on(rq_token& m) {
         t_first_token_ = now;
         device_first_s_ = device_s_;
         cached_tokens_ = std::max<std::int64_t>(0, m.cached_tokens);
+        prompt_scores_ = std::move(m.prompt_scores);
     }
     // TTFT, inter-token and end-to-end latency and requests_total are recorded at the
     // network edge (net/), where the client-visible times are; not here, to count once.
@@ -131,6 +132,7 @@ void request_actor::finish(request_state final_state, finish_reason reason, std:
         result.tail_text = tail.released + (tail.stopped ? std::string() : matcher_.flush());
     }
     result.failure = std::move(failure);
+    result.prompt_scores = std::move(prompt_scores_);
     auto now = rt().now();
     result.e2e_s = since_arrival(now);
     result.queue_s = t_scheduled_.count() ? since_arrival(t_scheduled_) : result.e2e_s;

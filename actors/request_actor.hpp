@@ -92,6 +92,7 @@ private:
     timer_handle deadline_;
     std::int64_t completion_tokens_ = 0;
     std::int64_t cached_tokens_ = 0;  // prompt tokens its first prefill took from the prefix cache
+    std::vector<prompt_score> prompt_scores_;  // a scored prompt: from its first prefill's token
     std::chrono::nanoseconds t_scheduled_{0}, t_first_token_{0};
     // Device clock, summed over the jobs that produced this request's tokens.
     double device_s_ = 0, device_first_s_ = 0, device_wall_s_ = 0;

@@ -17,6 +17,7 @@ struct rq_token {                     // ChipSession: one sampled token
     double device_s = 0;              // device compute time of the job that produced it
     double device_wall_s = 0;         // that job from inputs filled to logits copied out (host clock)
     std::int64_t cached_tokens = -1;  // a prefill's token: prompt tokens taken from the prefix cache
+    std::vector<prompt_score> prompt_scores;  // a scoring prefill's token: every prompt token's score
 };
 struct rq_failed {                    // anyone: the request cannot go on
     error_info error;

@@ -75,6 +75,13 @@ struct sequence_state {
     // cache_salt), and how many prompt tokens its first prefill took from cached KV.
     cache_key scope{};
     std::int64_t cached_tokens = 0;
+    // Scoring (docs/api.md "Scoring"): >= 0 asks every prefill job of the prompt for each
+    // prompt token's logprob and that many alternatives (-1: none); such a sequence takes
+    // nothing from the prefix cache. prompt_scores[i] is prompt token i's (i >= 1), written
+    // by the DeviceActor as the prefill's chunks complete (sized prompt_len at admission).
+    std::int32_t score_top_n = -1;
+    std::vector<prompt_score> prompt_scores;
+    bool scoring() const { return score_top_n >= 0; }
 
     std::int64_t generated() const { return std::int64_t(tokens.size()) - prompt_len; }
     std::int64_t pending_tokens() const { return std::int64_t(tokens.size()) - device_len; }

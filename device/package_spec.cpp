@@ -9,6 +9,7 @@
 #include "device/device.hpp"
 #include "device/bf16.hpp"
 #include "device/sampling_head.hpp"
+#include "device/scoring.hpp"
 #include "model/weights/hf_config.hpp"
 
 namespace calserve::device {
@@ -114,6 +115,31 @@ void add_sampling_head(submodel_desc& d, std::int64_t k, std::uint64_t& end) {
     d.head_k = k;
 }
 
+void add_scoring(submodel_desc& d) {
+    std::uint64_t end = 0;
+    for (const auto* list : {&d.inputs, &d.outputs})
+        for (const auto& t : *list) end = std::max({end, t.ping_address + t.bytes, t.pong_address + t.bytes});
+    add_scoring(d, end);
+}
+
+void add_scoring(submodel_desc& d, std::uint64_t& end) {
+    constexpr std::uint64_t page = 4096;
+    auto align = [](std::uint64_t v) { return (v + page - 1) / page * page; };
+    auto place = [&](std::string_view name, std::vector<std::int64_t> shape, dtype type) {
+        tensor_desc t{std::string(name), std::move(shape), type, 0, 0, 0, 0};
+        t.bytes = std::uint64_t(t.elements()) * dtype_size(type);
+        t.ping_address = align(end);
+        t.pong_address = align(t.ping_address + t.bytes);
+        end = t.pong_address + t.bytes;
+        return t;
+    };
+    const std::int64_t n = d.max_tokens;
+    d.inputs.push_back(place(k_score_request, {n, 2}, dtype::int32));
+    d.outputs.push_back(place(k_score_logprobs, {n}, dtype::fp32));
+    d.outputs.push_back(place(k_score_top_ids, {n, k_score_top_max}, dtype::int32));
+    d.outputs.push_back(place(k_score_top_logprobs, {n, k_score_top_max}, dtype::fp32));
+}
+
 namespace {
 
 // Shape facts of the packaged model for the latency model: document 000's layout
@@ -173,6 +199,14 @@ result<package_spec> package_spec_from(const model::package::package& pkg) {
                 for (const auto& t : *list) end = std::max({end, t.ping_address + t.bytes, t.pong_address + t.bytes});
         for (auto& d : spec.submodels)
             if (d.kind == submodel_kind::decode) add_sampling_head(d, spec.sampling_head_k, end);
+    }
+    {  // the scoring tensors of every prefill program, past every I/O plan (head included)
+        std::uint64_t end = 0;
+        for (const auto& d : spec.submodels)
+            for (const auto* list : {&d.inputs, &d.outputs})
+                for (const auto& t : *list) end = std::max({end, t.ping_address + t.bytes, t.pong_address + t.bytes});
+        for (auto& d : spec.submodels)
+            if (d.kind == submodel_kind::prefill) add_scoring(d, end);
     }
     add_shape_facts(spec, pkg.root);
     if (auto r = order_profiles(spec); !r) return r.error();

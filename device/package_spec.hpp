@@ -23,6 +23,11 @@ result<package_spec> package_spec_from(const model::package::package& pkg);
 void add_sampling_head(submodel_desc& d, std::int64_t k);
 // The same, placed from `next_address` on (advanced past the head's buffers).
 void add_sampling_head(submodel_desc& d, std::int64_t k, std::uint64_t& next_address);
+// Adds the scoring tensors (device/scoring.hpp) to a prefill program, placed from
+// `next_address` on (advanced past them); package_spec_from does it for every prefill program.
+void add_scoring(submodel_desc& d, std::uint64_t& next_address);
+// The same, placed after the program's last I/O buffer.
+void add_scoring(submodel_desc& d);
 result<package_spec> package_spec_from_dir(const std::filesystem::path& dir);
 
 }  // namespace calserve::device

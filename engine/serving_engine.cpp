@@ -322,6 +322,11 @@ void_result serving_engine::submit(actors::generation_request request, std::shar
     seq->rng = model::request_rng(model::request_rng::derive_seed(seq->params.seed, seq->seq));
     seq->arrived = rt_->now();
     seq->scope = actors::cache_scope(cache_identity_, request.cache_salt);
+    if (request.score_top_n > std::int32_t(model::max_top_logprobs))
+        return make_error(status::invalid_argument, "prompt scoring asks for more than " +
+                                                        std::to_string(model::max_top_logprobs) + " alternatives");
+    seq->score_top_n = std::max<std::int32_t>(-1, request.score_top_n);
+    if (seq->scoring()) seq->prompt_scores.resize(std::size_t(seq->prompt_len));
     if (request.constraint.active()) {
         auto c = make_constraint(request.constraint);
         if (!c) return c.error();

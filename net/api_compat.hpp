@@ -7,8 +7,10 @@
 //! | --------------------------------------- | ------------------------------------------------- |
 //! | `add_generation_prompt` (chat)          | implemented (false: the template opens no turn)   |
 //! | `continue_final_message` (chat)         | false accepted; true refused                      |
-//! | `echo` (completions)                    | false accepted; true refused (no prompt logprobs) |
-//! | `prompt_logprobs`                       | refused (the engine computes no prompt logprobs)  |
+//! | `echo` (completions)                    | implemented: the prompt (and its logprobs) first  |
+//! | `echo` (chat)                           | false accepted; true refused                      |
+//! | `prompt_logprobs`                       | implemented, 0..20 alternatives (not with stream) |
+//! | `max_tokens: 0`                         | scoring only (with echo or prompt_logprobs)       |
 //! | `best_of`                               | equal to `n` (or 1 with no `n`) accepted, else refused |
 //! | `suffix` (completions)                  | empty accepted; text refused (no insertion)       |
 //! | `stream_options.continuous_usage_stats` | false accepted; true refused                      |

@@ -278,16 +278,11 @@ maybe_error read_control(const json::object& o, api_request& r) {
     if (auto e = read_integer(o, "n", 1, k_max_choices, n)) return e;
     if (n) r.n = *n;
     std::optional<std::int64_t> mt, mct;
-    for (const char* name : {"max_tokens", "max_completion_tokens"}) {
-        const auto* v = field(o, name);
-        if (v && as_integer(*v) == 0) {
-            return field_error(name, "0 is not supported: it asks to score the prompt (echo), and the engine computes "
-                                     "no logprobs for prompt tokens");
-        }
-    }
-    if (auto e = read_integer(o, "max_tokens", 1, INT32_MAX, mt)) return e;
-    if (auto e = read_integer(o, "max_completion_tokens", 1, INT32_MAX, mct)) return e;
+    // 0 scores the prompt and generates nothing (checked with echo / prompt_logprobs in api_compat).
+    if (auto e = read_integer(o, "max_tokens", 0, INT32_MAX, mt)) return e;
+    if (auto e = read_integer(o, "max_completion_tokens", 0, INT32_MAX, mct)) return e;
     r.max_tokens = mct ? mct : mt;
+    r.score_only = r.max_tokens == 0;
     if (auto e = read_bool(o, "stream", r.stream)) return e;
     if (const auto* so = field(o, "stream_options")) {
         if (!so->is_object()) return field_error("stream_options", "expected an object");
@@ -376,7 +371,11 @@ std::optional<api_error> prepare_prompt(api_request& r, const actors::engine& en
     const auto n = static_cast<std::int64_t>(r.gen.prompt.size());
     // ctx 0: the engine does not know its context (it decides at its door).
     if (ctx > 0 && !actors::fits_context(n, 1, ctx)) return no_room(prompt_field, std::to_string(n) + " prompt tokens", ctx);
-    if (r.max_tokens) {
+    if (r.score_only) {
+        // The engine's prefill always yields a first token: it is generated and dropped
+        // (net/generate_http.cpp), so the answer holds no completion.
+        r.gen.max_tokens = 1;
+    } else if (r.max_tokens) {
         if (ctx > 0 && !actors::fits_context(n, *r.max_tokens, ctx)) {
             return field_error("max_tokens",
                                std::to_string(n) + " prompt tokens + max_tokens " + std::to_string(*r.max_tokens) +

@@ -75,6 +75,13 @@ struct api_request {
     std::shared_ptr<actors::engine> target;           // the generation serving `model` (set at admission)
     api_output_spec output;                           // response_format, tools, thinking
     model::chat_options chat;                         // chat: tools (as tojson), thinking, generation prompt
+    // Scoring (docs/api.md "Scoring"): `echo` (completions) puts the prompt, and with
+    // logprobs its tokens' logprobs, before the completion; `prompt_logprobs` (vLLM) lists
+    // every prompt token's logprob with that many alternatives; max_tokens 0 (`score_only`)
+    // generates nothing. gen.score_top_n asks the engine for the scores.
+    bool echo = false;
+    std::optional<std::int32_t> prompt_logprobs;
+    bool score_only = false;
 };
 
 struct parse_limits {

@@ -211,12 +211,33 @@ void settle(generation& g) {
     g.result = std::move(all);
 }
 
+// What a builder echoes and lists of the prompt (docs/api.md "Scoring"): the prompt text as
+// given, or its token ids decoded.
+response_builder::scoring scoring_of(const api_request& req, const actors::engine& engine) {
+    response_builder::scoring s{req.echo, req.prompt_logprobs, req.gen.prompt, {}};
+    if (!req.echo) return s;
+    if (const auto* text = std::get_if<std::string>(&req.prompt)) {
+        s.prompt_text = *text;
+    } else if (auto decoded = engine.decode(req.gen.prompt)) {
+        s.prompt_text = std::move(*decoded);
+    }
+    return s;
+}
+
+// max_tokens 0: the engine generated one token (its prefill's) that the answer drops.
+void drop_generated(actors::generation_result& r) {
+    r.tokens.completion_tokens = 0;
+    r.tail_text.clear();
+    if (r.reason == finish_reason::stop) r.reason = finish_reason::length;
+}
+
 // Applies taken events to the choices; SSE text of them when `sse_out`.
 void absorb(generation& g, std::vector<stream_event>& events, std::string* sse_out) {
     for (auto& ev : events) {
         auto& c = g.choices.at(ev.stream);
+        if (auto* r = std::get_if<actors::generation_result>(&ev.body); r && g.req.score_only) drop_generated(*r);
         if (auto* t = std::get_if<actors::generated_token>(&ev.body)) {
-            if (!g.overflowed && !g.result) {
+            if (!g.overflowed && !g.result && !g.req.score_only) {
                 g.clock.on_token(g.srv->metrics, ev.at);
                 if (!sse_out) {
                     c.builder->add_token(*t);
@@ -490,6 +511,7 @@ asio::awaitable<bool> handle_generate(http_exchange& ex, api_kind kind) {
                 return s ? std::move(*s) : std::string();
             });
         c.builder->set_choice_index(i);
+        if (g.req.echo || g.req.prompt_logprobs) c.builder->set_scoring(scoring_of(g.req, *engine));
         if (g.req.output.parses_output(kind)) {
             const auto& o = g.req.output;
             c.builder->parse_output(o.enable_thinking, !o.tools.empty() && o.tool_choice != tool_choice_kind::none);

@@ -1,6 +1,7 @@
 // OpenAI response and chunk JSON. See openai_format.hpp.
 #include "net/openai_format.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <boost/json.hpp>
 #include <chrono>
@@ -256,8 +257,75 @@ std::string response_builder::final_response(const actors::generation_result& r)
     return json_text(final_object(r));
 }
 
+// echo: the prompt text before the completion's, and (with logprobs) each prompt token
+// with its score (the first has none: null), the completion's offsets moved past it.
+void response_builder::echo_prompt(const actors::generation_result& r) {
+    const auto& sc = scoring_;
+    text_ = sc.prompt_text + text_;
+    if (!logprobs_) return;
+    json::array tokens, logprobs, tops, offsets;
+    std::int64_t offset = 0;
+    for (std::size_t i = 0; i < sc.prompt.size(); ++i) {
+        std::string tok = token_text_ ? token_text_(sc.prompt[i]) : std::string();
+        const bool scored = i > 0 && i < r.prompt_scores.size();
+        logprobs.push_back(scored ? json::value(r.prompt_scores[i].logprob) : json::value(nullptr));
+        if (scored) {
+            json::object top;
+            for (const auto& alt : r.prompt_scores[i].top) top[token_text_ ? token_text_(alt.token) : std::string()] = alt.logprob;
+            tops.push_back(std::move(top));
+        } else {
+            tops.push_back(nullptr);
+        }
+        offsets.push_back(offset);
+        offset += std::int64_t(tok.size());
+        tokens.push_back(json::string(tok));
+    }
+    const auto shift = std::int64_t(sc.prompt_text.size());
+    for (auto& v : lp_->text_offset) v = v.as_int64() + shift;
+    for (auto& v : lp_->tokens) tokens.push_back(std::move(v));
+    for (auto& v : lp_->token_logprobs) logprobs.push_back(std::move(v));
+    for (auto& v : lp_->top_logprobs) tops.push_back(std::move(v));
+    for (auto& v : lp_->text_offset) offsets.push_back(std::move(v));
+    lp_->tokens = std::move(tokens);
+    lp_->token_logprobs = std::move(logprobs);
+    lp_->top_logprobs = std::move(tops);
+    lp_->text_offset = std::move(offsets);
+}
+
+// vLLM's prompt_logprobs: null for the first prompt token, then per token an object keyed
+// by token id: the prompt token and its alternatives, each {logprob, rank, decoded_token};
+// rank is the place among the alternatives (1 = most likely), null for a prompt token
+// that is not among them.
+json::value response_builder::prompt_logprobs_json(const actors::generation_result& r) const {
+    const auto& sc = scoring_;
+    json::array out;
+    for (std::size_t i = 0; i < sc.prompt.size(); ++i) {
+        if (i == 0 || i >= r.prompt_scores.size()) {
+            out.push_back(nullptr);
+            continue;
+        }
+        const auto& score = r.prompt_scores[i];
+        auto text_of = [&](actors::token_id t) { return token_text_ ? token_text_(t) : std::string(); };
+        json::object entry;
+        json::value rank = nullptr;
+        const auto shown = std::min<std::size_t>(score.top.size(), std::size_t(std::max(0, *sc.prompt_logprobs)));
+        for (std::size_t k = 0; k < score.top.size(); ++k)
+            if (score.top[k].token == sc.prompt[i]) rank = std::int64_t(k + 1);
+        entry[std::to_string(sc.prompt[i])] =
+            json::object{{"logprob", score.logprob}, {"rank", rank}, {"decoded_token", text_of(sc.prompt[i])}};
+        for (std::size_t k = 0; k < shown; ++k) {
+            const auto& alt = score.top[k];
+            entry[std::to_string(alt.token)] = json::object{
+                {"logprob", alt.logprob}, {"rank", std::int64_t(k + 1)}, {"decoded_token", text_of(alt.token)}};
+        }
+        out.push_back(std::move(entry));
+    }
+    return out;
+}
+
 json::object response_builder::final_object(const actors::generation_result& r) {
     text_ += r.tail_text;
+    if (scoring_.echo && kind_ == api_kind::completion) echo_prompt(r);
     json::value lp = nullptr;
     if (logprobs_) {
         if (kind_ == api_kind::chat) {
@@ -287,11 +355,14 @@ json::object response_builder::final_object(const actors::generation_result& r) 
     }
     choice["logprobs"] = std::move(lp);
     choice["finish_reason"] = finish_name(r.reason);
+    const bool prompt_lp = scoring_.prompt_logprobs.has_value();
+    if (prompt_lp && kind_ != api_kind::chat) choice["prompt_logprobs"] = prompt_logprobs_json(r);
     json::object out{{"id", id_},
                      {"object", kind_ == api_kind::chat ? "chat.completion" : "text_completion"},
                      {"created", created_},
                      {"model", model_}};
     out["choices"] = json::array{std::move(choice)};
+    if (prompt_lp && kind_ == api_kind::chat) out["prompt_logprobs"] = prompt_logprobs_json(r);
     out["usage"] = usage_json(r.tokens);
     return out;
 }

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,17 @@ public:
     void parse_output(bool reasoning, bool tools);
 
     const std::string& id() const { return id_; }
+    // Scoring (docs/api.md "Scoring"): `echo` puts `prompt_text` and, with logprobs, the
+    // prompt tokens' scores before the completion (completions); `prompt_logprobs` adds
+    // vLLM's prompt_logprobs list (completions: in the choice; chat: top level). The
+    // scores come with the result (generation_result::prompt_scores).
+    struct scoring {
+        bool echo = false;
+        std::optional<std::int32_t> prompt_logprobs;
+        std::vector<actors::token_id> prompt;
+        std::string prompt_text;
+    };
+    void set_scoring(scoring s) { scoring_ = std::move(s); }
     // Which of the request's `n` choices it builds (the choices' "index"; 0 by default).
     void set_choice_index(std::int64_t index) { index_ = index; }
     // Streaming: the chunk JSON for one token (empty when the token released no text and
@@ -68,6 +80,8 @@ private:
     void absorb(const model::chat_delta& d);
     std::string chunk(std::string_view text, boost::json::value* logprobs, std::string_view finish);
     boost::json::value logprobs_for(const actors::generated_token& t);
+    void echo_prompt(const actors::generation_result& r);
+    boost::json::value prompt_logprobs_json(const actors::generation_result& r) const;
 
     api_kind kind_;
     std::string id_;
@@ -83,6 +97,7 @@ private:
     std::unique_ptr<logprob_state> lp_;      // aggregate logprobs (non-streaming)
     std::unique_ptr<model::chat_output_parser> parser_;  // null: text passes through
     std::unique_ptr<parsed_message> parsed_;            // aggregate of the parser's deltas
+    scoring scoring_;
 };
 
 // `n > 1`: one response object from the choices' final objects (each from its own

@@ -28,6 +28,7 @@ constexpr std::pair<std::string_view, std::string_view> k_refused[] = {
     {"prompt", "stored prompt templates are not supported"},
     {"max_tool_calls", "is not supported"},
     {"top_logprobs", "is not supported on /v1/responses; use /v1/chat/completions"},
+    {"prompt_logprobs", "is not supported on /v1/responses; use /v1/chat/completions"},
 };
 
 // A message's text: a string, or parts of type input_text / output_text / text.

@@ -162,6 +162,13 @@ void ws_session::start_stream(pending_generate g, admission admitted, double tok
         reply_error(id, field_error("n", "a WebSocket stream is one choice: ask for n > 1 on the HTTP API"));
         return;
     }
+    if (req.echo || req.prompt_logprobs || req.score_only) {
+        // A stream carries tokens; a prompt's scores come with a whole answer.
+        srv->metrics.requests(metrics::outcome::rejected).inc();
+        reply_error(id, field_error(req.echo ? "echo" : req.prompt_logprobs ? "prompt_logprobs" : "max_tokens",
+                                    "scoring a prompt is served by the HTTP API (non-streaming), not on a WebSocket stream"));
+        return;
+    }
     const auto key = next_key++;
     ws_stream_state st;
     st.client_id = id;

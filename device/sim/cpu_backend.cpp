@@ -50,6 +50,7 @@ package_spec cpu_package_spec(const model::hf_config& hf, std::int64_t context, 
     p.calcores_per_chip = 1;
     p.batch = std::max<std::int64_t>(1, max_batch);
     p.submodels = {program("cpu_prefill", submodel_kind::prefill, 1, context, hf.vocab_size, 0x100000000ULL)};
+    add_scoring(p.submodels.front());
     for (std::int64_t b = 1; b <= p.batch; ++b) {
         const std::uint64_t base = 0x900000000ULL + static_cast<std::uint64_t>(b - 1) * 0x10000000ULL;
         p.submodels.push_back(program(b == 1 ? "cpu_decode" : "cpu_decode_b" + std::to_string(b),

@@ -256,6 +256,11 @@ double latency_model::head_ms(std::int64_t rows) const {
     return bytes_ms(2.0 * 2.0 * static_cast<double>(spec_.vocab_size) * static_cast<double>(rows), c_.dram_gbps);
 }
 
+double latency_model::score_ms(std::int64_t positions) const {
+    if (c_.step_ms >= 0 || positions <= 0) return 0;
+    return bytes_ms(3.0 * 2.0 * static_cast<double>(spec_.vocab_size) * static_cast<double>(positions), c_.dram_gbps);
+}
+
 double latency_model::h2d_ms(std::uint64_t bytes) const { return bytes_ms(static_cast<double>(bytes), c_.pcie_gbps); }
 
 double latency_model::d2h_ms(std::uint64_t bytes) const {

@@ -104,6 +104,12 @@ public:
     // each row's BF16 logits in DRAM (the cut, then the draw), on the slowest chip's
     // bandwidth. Part of the program: `step_ms` >= 0 replaces it with the rest.
     double head_ms(std::int64_t rows) const;
+    // A scoring prefill's extra over a plain one (device/scoring.hpp): every position's
+    // BF16 logits written to DRAM and read twice (log-softmax normaliser, then the
+    // target and the top-N), on the slowest chip's bandwidth. The LM head's flops over
+    // every position are already in `step` (it prices 2 x parameters per token, LM
+    // head included, for every prefill position). `step_ms` >= 0 replaces it.
+    double score_ms(std::int64_t positions) const;
     double h2d_ms(std::uint64_t bytes) const;
     double d2h_ms(std::uint64_t bytes) const;
     double configure_ms() const;

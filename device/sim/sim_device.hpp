@@ -193,6 +193,12 @@ private:
         std::vector<model::token_id> drafts;
         std::vector<std::byte> verify_bf16;
         std::vector<std::int32_t> accepted;
+        // Scoring prefill (sim_score.cpp): "score_request" as written (target, top-N per
+        // position; empty: a plain prefill) and what the scoring computed per position.
+        std::vector<std::int32_t> score_request;
+        std::vector<float> score_logprobs;
+        std::vector<std::int32_t> score_top_ids;       // k_score_top_max per position
+        std::vector<float> score_top_logprobs;
         bool compute_done = false;
         bool timer_done = false;
         bool finished = false;
@@ -255,6 +261,14 @@ private:
     void_result compute_verify(job& j, std::vector<float>& logits);  // model_mutex_ held
     void draw_verify_row(job& j, std::size_t row, model::request_rng& rng);  // model_mutex_ held
     void write_head_outputs(job& j, const submodel_desc& sm, buffer_set& b) const;
+    // Scoring prefills (sim_score.cpp): whether the job wrote "score_request", its checks,
+    // the request taken at submit, every position's logits and scores, and the outputs.
+    bool wrote_score_request(const submodel_desc& sm, const buffer_set& b) const;
+    void_result validate_score_request(const submodel_desc& sm, const buffer_set& b) const;
+    void forget_score_request(const submodel_desc& sm, buffer_set& b) const;
+    void take_score_inputs(job& j, const submodel_desc& sm, const buffer_set& b) const;
+    void_result compute_scored(job& j, std::vector<float>& logits);  // model_mutex_ held
+    void write_score_outputs(const job& j, const submodel_desc& sm, buffer_set& b) const;
     step_breakdown modelled_step(const job& j, const submodel_desc& sm) const;
     std::vector<std::uint64_t> live_rows(const job& j) const;
     void decide_fate(job& j, const submodel_desc& sm, double& extra_compute_ms, double& extra_done_ms);
@@ -316,6 +330,7 @@ private:
     static constexpr std::size_t k_chain_window = 4;
     std::deque<std::shared_ptr<job>> head_jobs_;
     model::sampler head_sampler_;  // the head's scratch; guarded by model_mutex_
+    model::sampler score_sampler_;  // scoring prefills' scratch; guarded by model_mutex_
 
     std::mutex model_mutex_;  // the reference model is not thread-safe
     std::unique_ptr<model::causal_lm> model_;

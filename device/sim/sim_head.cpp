@@ -8,6 +8,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "device/scoring.hpp"
 #include "device/sim/sim_device.hpp"
 
 namespace calserve::device::sim {
@@ -132,7 +133,9 @@ std::uint64_t sim_device::output_bytes(const job& j, const submodel_desc& sm) co
     if (j.head.empty()) {
         std::uint64_t bytes = 0;
         for (const auto& t : sm.outputs)
-            if (!sm.has_sampling_head() || t.name == "logits") bytes += t.bytes;
+            if (t.name == "logits" || (!sm.has_sampling_head() && !is_score_output(t.name))) bytes += t.bytes;
+        // A scoring prefill also returns its positions' scores (device/scoring.hpp).
+        if (!j.score_request.empty()) bytes += std::uint64_t(j.row_tokens) * score_position_d2h_bytes();
         return bytes;
     }
     std::uint64_t bytes = 0;

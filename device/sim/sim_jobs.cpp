@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "device/scoring.hpp"
 #include "device/sim/sim_device.hpp"
 #include "device/bf16.hpp"
 
@@ -106,7 +107,9 @@ void_result sim_device::validate_job(const submodel_desc& sm, const buffer_set& 
         return make_error(status::unsupported, sm.name + ": batched jobs are one-token decode steps");
     for (std::size_t k = 0; k < sm.inputs.size(); ++k) {
         // Optional: unwritten, every row gets its logits / no row drafts.
-        if (sm.inputs[k].name == k_head_params || sm.inputs[k].name == k_head_drafts) continue;
+        if (sm.inputs[k].name == k_head_params || sm.inputs[k].name == k_head_drafts ||
+            sm.inputs[k].name == k_score_request)
+            continue;
         if (!b.written[k])
             return make_error(status::missing_tensor, sm.name + "/" + sm.inputs[k].name + " not written for this job");
     }
@@ -117,6 +120,7 @@ void_result sim_device::validate_job(const submodel_desc& sm, const buffer_set& 
         const bool chained = row < head.size() && head[row].chain_job != 0;
         if (auto r = validate_row(sm, b, row, rows[row], chained); !r) return r;
     }
+    if (auto r = validate_score_request(sm, b); !r) return r;
     return validate_drafts(sm, b, rows, head);
 }
 
@@ -186,6 +190,7 @@ void sim_device::schedule_timing(job& j, const submodel_desc& sm, std::uint64_t 
                 drawn += j.runs.empty() ? 1 : j.runs[b];
         step.total_ms += latency_->head_ms(drawn);
     }
+    if (!step.overridden && !j.score_request.empty()) step.total_ms += latency_->score_ms(j.row_tokens);
     const std::int64_t compute_ns = ms_to_ns(step.total_ms + extra_compute_ms);
     auto& t = j.timing;
     t.submitted_ns = now;
@@ -222,7 +227,10 @@ result<job_id> sim_device::infer_rows(std::string_view submodel, slot s, std::sp
             return make_error(status::submit_busy, std::string("slot ") + std::string(to_string(s)) + " has a job in flight");
         auto& b = buffers(*index, s);
         auto head = head_rows(sm, b);
-        if (auto r = note_misuse(validate_job(sm, b, rows, head), "infer"); !r) return r.error();
+        if (auto r = note_misuse(validate_job(sm, b, rows, head), "infer"); !r) {
+            forget_score_request(sm, b);  // consumed by a refused job too: the next prefill is plain unless it writes one
+            return r.error();
+        }
         auto chain = resolve_chain(head, rows);
         if (!chain) return chain.error();
         j = std::make_shared<job>();
@@ -247,6 +255,7 @@ result<job_id> sim_device::infer_rows(std::string_view submodel, slot s, std::sp
         j->row_tokens = tokens_of(sm, b);
         j->tokens = snapshot_tokens(sm, b);
         take_verify_inputs(*j, sm, b);
+        take_score_inputs(*j, sm, b);
         j->epoch = epoch_;
         double extra_compute_ms = 0, extra_done_ms = 0;
         decide_fate(*j, sm, extra_compute_ms, extra_done_ms);
@@ -301,8 +310,10 @@ void_result sim_device::compute_rows(job& j, std::vector<float>& logits) {
     const auto vocab = static_cast<std::size_t>(model_->shape().vocab_size);
     fit_capacity(logits, vocab * j.rows.size());
     logits.resize(vocab * j.rows.size());
-    if (spec_.submodels[j.submodel_index].kind != submodel_kind::decode || j.row_tokens != 1)
+    if (spec_.submodels[j.submodel_index].kind != submodel_kind::decode || j.row_tokens != 1) {
+        if (!j.score_request.empty()) return compute_scored(j, logits);
         return model_->prefill(j.sequence, j.tokens, logits);  // batch 1 (validated)
+    }
     if (!j.runs.empty()) return compute_verify(j, logits);
     std::vector<model::seq_id> seqs;
     std::vector<model::token_id> toks;
@@ -451,6 +462,7 @@ void sim_device::write_logits(job& j) {
         }
     }
     if (sm.has_sampling_head()) write_head_outputs(j, sm, b);
+    if (!j.score_request.empty()) write_score_outputs(j, sm, b);
     b.output_valid = true;
 }
 

@@ -75,6 +75,20 @@ public:
         }
         return {};
     }
+    // A scoring prefill: appends `tokens` (non-empty) to `seq` (creating it when new), as
+    // prefill does, and writes the logits of every new position (tokens.size() x
+    // vocab_size floats), position j's exactly what decoding tokens[0..j] one at a time
+    // would give, so a prompt token's score equals the logprob it gets when generated.
+    // The default does that; implementations override it to read the weights once.
+    virtual void_result prefill_scored(seq_id seq, std::span<const token_id> tokens, std::span<float> logits) {
+        const auto vocab = static_cast<std::size_t>(shape().vocab_size);
+        if (tokens.empty() || logits.size() < tokens.size() * vocab)
+            return make_error(status::invalid_argument, "prefill_scored: no tokens, or logits smaller than tokens x vocabulary");
+        if (auto r = prefill(seq, tokens.first(1), logits.first(vocab)); !r) return r;
+        for (std::size_t j = 1; j < tokens.size(); ++j)
+            if (auto r = decode(seq, tokens[j], logits.subspan(j * vocab, vocab)); !r) return r;
+        return {};
+    }
     // Number of tokens cached for `seq` (0 if unknown).
     virtual std::int64_t sequence_length(seq_id seq) const = 0;
     // Seq copy: `dst` (unknown or empty) receives the first `tokens` positions of

@@ -76,6 +76,8 @@ public:
     // One forward pass over every position of every run (row-exact: transformer_verify.cpp).
     void_result decode_runs(std::span<const seq_id> seqs, std::span<const std::int64_t> counts,
                             std::span<const token_id> tokens, std::span<float> logits) override;
+    // Every new position's logits in one row-exact pass (transformer_step.cpp).
+    void_result prefill_scored(seq_id seq, std::span<const token_id> tokens, std::span<float> logits) override;
     // Like prefill, but writes the logits of every new position (tokens.size() x vocab).
     void_result prefill_all(seq_id seq, std::span<const token_id> tokens, std::span<float> logits);
     std::int64_t sequence_length(seq_id seq) const override;
@@ -88,6 +90,8 @@ public:
 
 private:
     explicit transformer(std::unique_ptr<impl> p);
+    // prefill (the last row's logits) and prefill_scored (every row's), one pass.
+    void_result prefill_rows(seq_id seq, std::span<const token_id> tokens, std::span<float> logits, bool every_row);
     std::unique_ptr<impl> impl_;
 };
 

@@ -33,6 +33,19 @@ void grow(const transformer::impl& m, sequence_state& s, std::int64_t new_length
 void_result transformer::prefill(seq_id seq, std::span<const token_id> tokens, std::span<float> logits) {
     if (logits.size() < static_cast<std::size_t>(impl_->cfg.vocab_size))
         return make_error(status::invalid_argument, "prefill: logits buffer smaller than the vocabulary");
+    return prefill_rows(seq, tokens, logits, false);
+}
+
+// A scoring prefill is the serving prefill with every row's logits kept: the same
+// row-exact pass (so the same KV, and each row the bits decoding it alone gives).
+void_result transformer::prefill_scored(seq_id seq, std::span<const token_id> tokens, std::span<float> logits) {
+    if (logits.size() < tokens.size() * static_cast<std::size_t>(impl_->cfg.vocab_size))
+        return make_error(status::invalid_argument, "prefill_scored: logits buffer smaller than tokens x vocabulary");
+    return prefill_rows(seq, tokens, logits, true);
+}
+
+void_result transformer::prefill_rows(seq_id seq, std::span<const token_id> tokens, std::span<float> logits,
+                                      bool every_row) {
     impl& m = *impl_;
     if (tokens.empty()) return make_error(status::invalid_argument, "prefill: no tokens");
     if (auto r = check_tokens(m.cfg, tokens); !r) return r;
@@ -44,8 +57,9 @@ void_result transformer::prefill(seq_id seq, std::span<const token_id> tokens, s
     grow(m, s, length + n);
     std::vector<row_ref> rows;
     for (std::int64_t i = 0; i < n; ++i) rows.push_back({&s, length + i, tokens[static_cast<std::size_t>(i)]});
-    const std::int64_t last = n - 1;
-    m.forward(rows, std::span(&last, 1), logits.data(), linear_mode::row_exact);
+    std::vector<std::int64_t> out_rows;
+    for (std::int64_t i = every_row ? 0 : n - 1; i < n; ++i) out_rows.push_back(i);
+    m.forward(rows, out_rows, logits.data(), linear_mode::row_exact);
     s.length = length + n;
     return {};
 }

@@ -536,6 +536,25 @@ std::size_t sampler::scratch_bytes() const {
            radix_.list_a.capacity_bytes() + radix_.list_b.capacity_bytes();
 }
 
+result<sample_result> sampler::score(std::span<const bf16> logits, std::int32_t target, std::size_t top_n) {
+    if (target >= std::int32_t(logits.size()) || target < -1 || top_n > max_top_logprobs)
+        return bad("scoring: target token or top_n out of range");
+    logits_.resize(logits.size());
+    bf16_to_f32(logits, logits_, level_);
+    const kernels::max_scan scan = kernels::scan_max(logits_, level_);
+    if (!scan.finite) return make_error(status::logits_nan, "sampling: NaN or +inf in the logits");
+    if (scan.max == neg_inf) return bad("every token is -inf");
+    sampling_params params;  // greedy: what sample_prepared's greedy branch fills
+    params.temperature = 0.0f;
+    params.logprobs = target >= 0;
+    params.top_logprobs = static_cast<std::int32_t>(top_n);
+    sample_result out;
+    out.token = std::max(target, 0);
+    fill_logprobs(params, scan.max, 1.0f, std::log(kernels::exp_sum(logits_, scan.max, 1.0f, level_)), out);
+    out.token = target;
+    return out;
+}
+
 void sampler::fill_logprobs(const sampling_params& params, float max, float inv_t, double log_z, sample_result& out) {
     const auto logprob = [&](float logit) { return logprob_of(logit, max, inv_t, log_z); };
     if (params.logprobs) out.logprob = logprob(logits_[static_cast<std::size_t>(out.token)]);

@@ -127,6 +127,12 @@ public:
     result<sample_result> sample_top_k(const top_k_row& row, const sampling_params& params, std::size_t vocab,
                                        request_rng& rng);
 
+    /// Scoring (a prompt token's logprob, docs/api.md "Scoring"): the logprob of `target`
+    /// (-1: none, logprob 0) and the `top_n` (<= max_top_logprobs) most likely tokens of the
+    /// row at temperature 1 with no penalty, with the arithmetic of a greedy `sample` with
+    /// logprobs, so a token scored here gets the bits it gets when generated greedily.
+    result<sample_result> score(std::span<const bf16> logits, std::int32_t target, std::size_t top_n);
+
     /// Bytes reserved by the scratch buffers: constant once warmed up (a step that
     /// allocated would have grown one of them).
     std::size_t scratch_bytes() const;

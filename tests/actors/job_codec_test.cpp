@@ -261,3 +261,14 @@ TEST_CASE("check_logits_rows shares the rows among threads and names the first b
         CHECK(r.error().what() == "logits_nan: logit " + std::to_string(4 * k_vocab + 7) + " is not finite");
     }
 }
+
+TEST_CASE("encode_score_request: each position names the next prompt token, across chunks, none past the prompt",
+          "[actors][codec][scoring]") {
+    const std::vector<std::int32_t> tokens{10, 11, 12, 13, 14, 15};  // a prompt of 4, then 2 generated
+    // A first chunk of 3: positions 0..2 name prompt tokens 1..3 (the last across the chunk's end).
+    CHECK(encode_score_request(tokens, 4, 5, 0, 3) == std::vector<std::int32_t>{11, 5, 12, 5, 13, 5});
+    // The rest after a re-prefill (prompt + generated): position 3 is the prompt's last; nothing after it.
+    CHECK(encode_score_request(tokens, 4, 5, 3, 3) == std::vector<std::int32_t>{-1, 0, -1, 0, -1, 0});
+    // No alternatives asked: the targets alone.
+    CHECK(encode_score_request(tokens, 4, 0, 1, 2) == std::vector<std::int32_t>{12, 0, 13, 0});
+}

@@ -7,7 +7,10 @@
 //     an error the client sees (the stream ends without its end), nothing else: no
 //     request hangs (every client has a socket timeout) and the front routes new
 //     requests to the others at once (a refused connection is retried there);
-//   - started again on its port, the killed daemon takes traffic again.
+//   - sessions pinned to the killed daemon by X-Session-Id are served by another daemon
+//     meanwhile (the others stay on theirs);
+//   - started again on its port, the killed daemon takes traffic again, its pinned
+//     sessions included.
 // And `promtool check metrics` finds nothing to say about a live daemon's /metrics.
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -269,6 +272,32 @@ std::unique_ptr<daemon_process> start_daemon(std::uint16_t port) {
     return std::make_unique<daemon_process>(daemon_args(), o);
 }
 
+constexpr int k_sessions = 18;
+
+// One short completion of `session` (X-Session-Id) through the front: the daemon that
+// answered it, from the access log ("" when the request failed).
+std::string session_daemon(nginx_front& front, const std::string& session) {
+    auto res = post(front.port(), "/v1/completions", completion_body({1, 2, 3}, 1, false), {{"X-Session-Id", session}});
+    if (res.result_int() != 200) return {};
+    std::string upstream;
+    const std::string rid(res["X-Proxy-Request-Id"]);
+    (void)wait_until([&] {  // nginx writes the line once the answer is sent
+        for (const auto& e : parse_access_log(front.access_log()))
+            if (e.request_id == rid) upstream = e.upstream;
+        return !upstream.empty();
+    });
+    return upstream;
+}
+
+std::map<std::string, std::string> session_daemons(nginx_front& front) {
+    std::map<std::string, std::string> where;
+    for (int s = 0; s < k_sessions; ++s) {
+        const auto id = "front-session-" + std::to_string(s);
+        where[id] = session_daemon(front, id);
+    }
+    return where;
+}
+
 // Waits (bounded) until the daemon has a request of the load in flight, so that its
 // stop meets work; a daemon the balancer left idle is stopped anyway.
 void wait_busy(std::uint16_t port) {
@@ -321,22 +350,37 @@ TEST_CASE("behind nginx: a rolling restart fails nothing, a killed daemon fails 
         REQUIRE(l.wait_more(k_requests_per_phase));
     }
     const int victim = 1;
+    const std::string victim_addr = "127.0.0.1:" + std::to_string(ports[victim]);
+    // Sessions pinned by X-Session-Id (docs/deploy.md): where each goes while all live.
+    const auto pinned = session_daemons(front);
+    int on_victim = 0;
+    for (const auto& [session, daemon] : pinned) on_victim += daemon == victim_addr ? 1 : 0;
+    REQUIRE(on_victim > 0);
     wait_busy(ports[victim]);
     l.set_phase(phase::killed);
     daemons[victim]->signal(SIGKILL);
     CHECK(daemons[victim]->wait_exit(30) == 128 + SIGKILL);
     REQUIRE(l.wait_more(k_requests_per_phase));
+    {  // the killed daemon's sessions are served by another daemon; the others stay where they were
+        const auto during = session_daemons(front);
+        for (const auto& [session, daemon] : pinned) {
+            INFO(session << " pinned to " << daemon << ", now " << during.at(session));
+            CHECK_FALSE(during.at(session).empty());
+            if (daemon == victim_addr) CHECK(during.at(session) != victim_addr);
+            else CHECK(during.at(session) == daemon);
+        }
+    }
     // Back on its port (as a supervisor restarts it): the front sends it work again.
     l.set_phase(phase::restarted);
     daemons[victim] = start_daemon(ports[victim]);
     REQUIRE(daemons[victim]->started());
+    CHECK(session_daemons(front) == pinned);  // and its sessions come back to it
     REQUIRE(l.wait_more(2 * k_requests_per_phase));
     auto outcomes = l.finish();
     CHECK(front.stop() == 0);
 
     std::map<std::string, access_entry> log;
     for (auto& e : parse_access_log(front.access_log())) log[e.request_id] = e;
-    const std::string victim_addr = "127.0.0.1:" + std::to_string(ports[victim]);
     std::map<std::string, int> count;
     int ws_refusals = 0, killed_streams = 0, served_after_restart = 0;
     for (const auto& o : outcomes) {

@@ -123,6 +123,15 @@ private:
         res.tokens.prompt_tokens = static_cast<std::int64_t>(r.prompt.size());
         res.reason = final_reason;
         res.failure = final_failure;
+        if (r.score_top_n >= 0) {  // prompt token i scores -0.25 i; alternatives: itself, then 'z'
+            res.prompt_scores.resize(r.prompt.size());
+            for (std::size_t i = 1; i < r.prompt.size(); ++i) {
+                auto& s = res.prompt_scores[i];
+                s.logprob = -0.25f * float(i);
+                const actors::token_logprob alts[] = {{r.prompt[i], s.logprob}, {'z', -3.0f}};
+                for (std::int32_t k = 0; k < r.score_top_n && k < 2; ++k) s.top.push_back(alts[k]);
+            }
+        }
         for (std::int64_t i = 0; i < r.max_tokens; ++i) {
             const bool held = !hold_suffix.empty() && r.id.ends_with(hold_suffix);
             while ((!gate_open.load() || held) && !cancelled.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
