@@ -1,4 +1,9 @@
-// The closed-loop bench in virtual time (soak/closed_loop.hpp) on the replica.
+// The closed-loop bench in virtual time (soak/closed_loop.hpp) on the replica, and the
+// admission window it chose (runtime.admit_window_us, docs/twin.md section 7): against
+// the documents' serving design (decode batch 1 only, one job in flight, no prefix
+// cache, no chunking, host sampling) at concurrency 8 with 512-token prompts and 64
+// output tokens, calserve's defaults keep the throughput and the TPOT and give back the
+// TTFT. Virtual time: deterministic, so the bars are not timed assertions.
 #include <catch2/catch.hpp>
 
 #include "model/package/pack.hpp"
@@ -23,7 +28,7 @@ std::filesystem::path replica(const std::string& tag, std::vector<std::uint32_t>
     return dir;
 }
 
-[[maybe_unused]] soak::run_summary bench(const std::filesystem::path& package, std::vector<std::string> overrides) {
+soak::run_summary bench(const std::filesystem::path& package, std::vector<std::string> overrides) {
     soak::closed_loop_options o;
     o.package_dir = package;
     o.overrides = std::move(overrides);
@@ -40,6 +45,26 @@ std::filesystem::path replica(const std::string& tag, std::vector<std::uint32_t>
 }
 
 }  // namespace
+
+TEST_CASE("closed loop: calserve's defaults against the documents' design on the replica", "[closed_loop]") {
+    const auto ours = replica("closed-loop-b1248", {1, 2, 4, 8}, 64);
+    const auto theirs = replica("closed-loop-b1", {1}, 0);
+    const auto documents = bench(theirs, {"runtime.max_inflight=1", "runtime.prefix_cache=false", "runtime.prefill_chunk=0",
+                                          "device.sampling_head=false", "runtime.admit_window_us=0"});
+    const auto defaults = bench(ours, {});
+    INFO("TTFT p50 " << defaults.ttft_ms.p50 << " vs " << documents.ttft_ms.p50 << " ms, TPOT p50 " << defaults.tpot_ms.p50
+                     << " vs " << documents.tpot_ms.p50 << " ms, " << defaults.output_tok_s << " vs "
+                     << documents.output_tok_s << " tok/s");
+    CHECK(defaults.output_tok_s >= 1.6 * documents.output_tok_s);
+    CHECK(defaults.tpot_ms.p50 <= 0.6 * documents.tpot_ms.p50);
+    CHECK(defaults.ttft_ms.p50 <= documents.ttft_ms.p50);
+
+    SECTION("without the admission window each new prompt waits behind a decode step and another prompt") {
+        const auto no_window = bench(ours, {"runtime.admit_window_us=0"});
+        CHECK(no_window.ttft_ms.p50 > 1.5 * documents.ttft_ms.p50);
+        CHECK(no_window.output_tok_s >= 1.6 * documents.output_tok_s);
+    }
+}
 
 TEST_CASE("closed loop: never more than the concurrency in flight, each request sent as one finishes", "[closed_loop]") {
     soak::closed_loop_options o;
