@@ -302,6 +302,7 @@ void batch_tick_actor::release(sequence_id seq) {
     }
     e.life.transition_to(seq_phase::released);
     entries_.erase(it);
+    tick_.left_at = rt().now();  // opens the admission window (schedule_policy: admit_window_until)
     // Not granted: the KvManager drops the waiter, or the grant comes back and is returned.
     (void)kv_.tell(std::move(out), id());
     admit_pending();

@@ -275,6 +275,7 @@ private:
     void on(bt_device_down& m);
     void on(bt_device_up& m);
     void on(bt_device_dead& m);
+    void on(bt_window_closed& m);
 
     start_input admission_now(std::int64_t ahead) const;
     void admit(bt_admit m);
@@ -293,6 +294,7 @@ private:
     static void drop_copy(entry& e);
     bool chainable(const entry& e) const;
     void schedule();
+    void wake_at_window_end(std::optional<nanoseconds> until);
     std::vector<seq_view> views() const;
     void commit(const job_choice& choice, device::slot slot);
     std::optional<device::slot> free_slot() const;
@@ -310,6 +312,8 @@ private:
     // (job_context::generation), so the DeviceActor never runs one formed before a reset.
     std::uint64_t device_generation_ = 0;
     tick_state tick_;
+    std::optional<nanoseconds> window_wake_;  // the admission window's timer is due then
+    timer_handle window_timer_;
     std::uint64_t admitted_ = 0;
     std::uint64_t preemptions_ = 0;
 };

@@ -194,6 +194,7 @@ void batch_tick_actor::commit(const job_choice& choice, device::slot slot) {
             if (e.group == group && !holds_job(e.phase())) e.group = k_no_group;
     }
     tick_ = after_job(tick_, choice);
+    wake_at_window_end(std::nullopt);  // a job formed: the admission window is closed
     slot_free_[device::index_of(slot)] = false;
     (void)session_.tell(cs_run{slot, std::move(rows), choice.prefill, chain, device_generation_}, id());
 }
@@ -206,11 +207,25 @@ void batch_tick_actor::schedule() {
         const bool other_busy = options_.max_inflight >= 2 && !slot_free_[device::index_of(other)];
         grow_where_needed();
         auto seqs = views();
-        auto choice = plan_next_job(seqs, tick_, options_.policy, rt().now(),
-                                    slot_view{int(device::index_of(*slot)), other_busy});
-        if (!choice) return;
+        const slot_view where{int(device::index_of(*slot)), other_busy};
+        auto choice = plan_next_job(seqs, tick_, options_.policy, rt().now(), where);
+        if (!choice) return wake_at_window_end(window_holds_until(seqs, tick_, options_.policy, rt().now(), where));
         commit(*choice, *slot);
     }
+}
+
+// While the admission window holds a job, plan again when it closes; otherwise no timer
+// (a job formed, or nothing is held), so none fires after the last sequence left.
+void batch_tick_actor::wake_at_window_end(std::optional<nanoseconds> until) {
+    if (until == window_wake_) return;
+    window_timer_.cancel();
+    window_wake_ = until;
+    if (until) window_timer_ = start_timer(*until - rt().now(), [this] { (void)enqueue(bt_window_closed{}, id()); });
+}
+
+void batch_tick_actor::on(bt_window_closed&) {
+    window_wake_.reset();
+    schedule();
 }
 
 }  // namespace calserve::actors

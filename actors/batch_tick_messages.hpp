@@ -63,8 +63,10 @@ struct bt_device_up {
 };
 // The device is dead: every sequence fails.
 struct bt_device_dead {};
+// Its own timer: the admission window (schedule_policy: admit_window_until) closed.
+struct bt_window_closed {};
 
 using batch_tick_message = std::variant<bt_admit, bt_kv_granted, bt_kv_grown, bt_slot_free, bt_continue, bt_finish, bt_job_lost,
-                                        bt_device_down, bt_device_up, bt_device_dead>;
+                                        bt_device_down, bt_device_up, bt_device_dead, bt_window_closed>;
 
 }  // namespace calserve::actors

@@ -70,7 +70,7 @@ std::optional<job_choice> plan_next_job(std::span<const seq_view> seqs, const ti
     auto decode = plan_decode(seqs, params, where);
     const bool decode_waits = decode.rows.empty() || decode.held();
     if (!prefill) {
-        if (decode_waits) return std::nullopt;
+        if (decode_waits || admit_window_until(state, params, now)) return std::nullopt;
         return job_choice{false, std::move(decode.rows)};
     }
     // A decode is due when rows are ready or their answers are one message away.
@@ -91,7 +91,25 @@ std::optional<job_choice> plan_next_job(std::span<const seq_view> seqs, const ti
     return job_choice{false, std::move(decode.rows)};
 }
 
+std::optional<nanoseconds> admit_window_until(const tick_state& state, const schedule_params& params, nanoseconds now) {
+    if (params.admit_window <= nanoseconds{0} || !state.left_at) return std::nullopt;
+    const auto until = *state.left_at + params.admit_window;
+    if (now >= until) return std::nullopt;
+    return until;
+}
+
+std::optional<nanoseconds> window_holds_until(std::span<const seq_view> seqs, const tick_state& state,
+                                              const schedule_params& params, nanoseconds now, slot_view where) {
+    const auto until = admit_window_until(state, params, now);
+    if (!until) return std::nullopt;
+    auto closed = state;
+    closed.left_at.reset();
+    if (!plan_next_job(seqs, closed, params, now, where)) return std::nullopt;
+    return until;
+}
+
 tick_state after_job(tick_state state, const job_choice& choice) {
+    state.left_at.reset();
     if (choice.prefill) {
         ++state.prefills_in_a_row;
         state.decodes_since_prefill = 0;

@@ -31,6 +31,10 @@
 //!     waited `ageing` or more goes before any decode. Decodes never starve:
 //!     after `prefill_budget` prefills the decode batch goes first (waiting, if
 //!     need be, for its step boundary).
+//!   - Admission window (`admit_window`, runtime.admit_window_us): after a sequence
+//!     leaves, no decode forms for up to the window, so a prompt sent as a stream
+//!     ends (a closed-loop client, a queue at the door) is prefilled before the
+//!     next decode step instead of behind it (docs/twin.md section 7).
 //! Admission: `plan_door` at the engine's front door (`submit`: device dead,
 //!   draining, context, `max_running + max_queued` in flight), `plan_start` in the
 //!   BatchTick at `bt_admit` and whenever a sequence leaves (`max_running`
@@ -78,6 +82,9 @@ struct seq_view {
 struct tick_state {
     int prefills_in_a_row = 0;
     int decodes_since_prefill = 0;
+    // When a sequence last left the table (finished, cancelled, failed) with no job formed
+    // since: the admission window (`admit_window`) runs from here.
+    std::optional<nanoseconds> left_at;
 };
 
 struct schedule_params {
@@ -86,6 +93,9 @@ struct schedule_params {
     int max_batch = 1;            // rows of the largest decode job
     int slots = 2;                // jobs in flight (ping/pong = 2)
     int decode_groups = 1;        // 1: all decoders in one batch; 2: two groups alternating on the slots
+    // Admission window (runtime.admit_window_us): after a sequence leaves, the next decode
+    // waits up to this long for a prompt to take its place (0 = never waits).
+    nanoseconds admit_window{0};
 };
 
 // Where the plan is for: the slot that freed and whether the other one carries a job.
@@ -102,8 +112,17 @@ struct job_choice {
 
 std::optional<job_choice> plan_next_job(std::span<const seq_view> seqs, const tick_state& state,
                                         const schedule_params& params, nanoseconds now, slot_view where = {});
-// Updates the counters after `choice` was scheduled.
+// Updates the counters after `choice` was scheduled (a job formed closes the admission window).
 tick_state after_job(tick_state state, const job_choice& choice);
+// The admission window: while it is open (a sequence left less than `admit_window` ago and
+// no job formed since) no decode is formed, so a prompt sent the moment a stream ended (a
+// closed-loop client, a queue at the door) is prefilled before the next decode step
+// instead of behind it. The time it closes, or nullopt when it is not open at `now`.
+std::optional<nanoseconds> admit_window_until(const tick_state& state, const schedule_params& params, nanoseconds now);
+// When the window holds a job that would form without it (plan_next_job then waits):
+// its end, when the BatchTick plans again; nullopt when it holds nothing (no timer).
+std::optional<nanoseconds> window_holds_until(std::span<const seq_view> seqs, const tick_state& state,
+                                              const schedule_params& params, nanoseconds now, slot_view where = {});
 // Largest group a slot takes when `decoders` sequences are decoding.
 int group_cap(int decoders, const schedule_params& params);
 // The smallest profile holding `rows` (profiles ascending): its index; nullopt when none does.

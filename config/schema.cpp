@@ -40,6 +40,7 @@ constexpr key_spec k_schema[] = {
     {"runtime.max_queued", integer, "256", 0, 65536, "", "requests waiting for admission before 429"},
     {"runtime.slot_context", integer, "40960", 1, 1048576, "", "configured per-slot context (tokens)"},
     {"runtime.prefill_budget", integer, "1", 1, 64, "", "prefills allowed between decode rounds"},
+    {"runtime.admit_window_us", integer, "2000", 0, 1000000, "", "admission window: after a sequence leaves, the next decode step waits up to this long for a prompt to take its place, which is then prefilled first (0 = never waits)"},
     {"runtime.request_timeout_ms", integer, "600000", 1, 86400000, "", "default request deadline"},
     {"runtime.kv_wait_ms", integer, "5000", 0, 3600000, "", "longest wait for KV room before 429"},
     {"runtime.progress_timeout_ms", integer, "30000", 0, 86400000, "", "watchdog: /health unhealthy when admitted work makes no token progress this long; 0 = off"},

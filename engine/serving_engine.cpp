@@ -100,6 +100,7 @@ actors::batch_tick_options tick_options_of(const config& cfg, std::int64_t max_b
     bopt.max_inflight = int(cfg.integer("runtime.max_inflight"));
     bopt.max_running = cfg.integer("runtime.max_running");
     bopt.policy.prefill_budget = int(cfg.integer("runtime.prefill_budget"));
+    bopt.policy.admit_window = std::chrono::microseconds(cfg.integer("runtime.admit_window_us"));
     bopt.kv_wait = std::chrono::milliseconds(cfg.integer("runtime.kv_wait_ms"));
     bopt.policy.max_batch = int(max_batch);
     bopt.policy.decode_groups = int(cfg.integer("runtime.decode_groups"));

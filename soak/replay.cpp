@@ -1,5 +1,7 @@
 // Trace replay, exact or what-if (see soak.hpp and docs/twin.md).
+#include <algorithm>
 #include <filesystem>
+#include <string_view>
 
 #include "soak/soak.hpp"
 
@@ -106,6 +108,23 @@ private:
     std::size_t next_ = 0, next_fire_ = 0;
 };
 
+// Keys added after daemon traces were first recorded, with the value the engine ran
+// before them. A daemon trace records every runtime/device key, so one without such a
+// key ran without the feature, and its replay (and what-if) runs without it too.
+constexpr std::pair<std::string_view, std::string_view> k_keys_since[] = {{"runtime.admit_window_us", "0"}};
+
+std::vector<std::string> recorded_overrides(const io::trace_header& h) {
+    std::vector<std::string> out;
+    if (h.source == "daemon")
+        for (const auto& [key, before] : k_keys_since) {
+            const auto prefix = std::string(key) + "=";
+            const bool recorded = std::any_of(h.overrides.begin(), h.overrides.end(), [&](const std::string& kv) { return kv.starts_with(prefix); });
+            if (!recorded) out.push_back(prefix + std::string(before));
+        }
+    out.insert(out.end(), h.overrides.begin(), h.overrides.end());
+    return out;
+}
+
 }  // namespace
 
 result<replay_outcome> run_replay(const io::trace_file& trace, const replay_options& o) {
@@ -116,7 +135,7 @@ result<replay_outcome> run_replay(const io::trace_file& trace, const replay_opti
     if (!trace.header.packages.empty()) setup.alias = trace.header.packages.front().substr(0, trace.header.packages.front().find('='));
     setup.model_dir = trace.header.model_dir;
     setup.package_dir = o.package_dir.empty() ? std::filesystem::path(trace.header.package_dir) : o.package_dir;
-    setup.overrides = trace.header.overrides;
+    setup.overrides = recorded_overrides(trace.header);
     setup.overrides.insert(setup.overrides.end(), o.overrides.begin(), o.overrides.end());
     setup.check_reference = false;
     setup.engine_seq = trace.header.from_start ? 0 : trace.header.engine_seq;

@@ -163,6 +163,12 @@ std::int64_t simulation::now_ns() const { return rt_->now().count(); }
 std::int64_t simulation::vocab_size() const { return host_->card().vocab_size; }
 bool simulation::faults_armed() const { return host_->faults()->any_armed(); }
 
+std::optional<std::int64_t> simulation::next_due_ns() {
+    rt_->run_until_idle();
+    if (auto due = rt_->next_timer_due()) return due->count();
+    return std::nullopt;
+}
+
 void simulation::advance_to(std::int64_t t_ns) {
     // Timer by timer (the same deliveries as one run_for), so a slow consumer's
     // cancel is applied at the instant it overflowed.

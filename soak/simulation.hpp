@@ -126,6 +126,10 @@ public:
     // Moves virtual time to `t_ns`, firing the timers due on the way (and the
     // cancels of slow consumers that overflow meanwhile, at the time they do).
     void advance_to(std::int64_t t_ns);
+    // When the next timer is due (virtual ns); nullopt when none is armed.
+    std::optional<std::int64_t> next_due_ns();
+    // Moves the streams finished so far into outcomes() (apply and finish do too).
+    void collect_finished() { check_finished_streams(); }
     // Runs until nothing is in flight and no engine still holds a sequence (or `limit_s`
     // virtual seconds), then checks the end state.
     void finish(double limit_s = 3600);

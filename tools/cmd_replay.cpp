@@ -15,6 +15,7 @@
 #include "io/bench_workload.hpp"
 #include "soak/soak.hpp"
 #include "soak/what_if.hpp"
+#include "tools/candidate_spec.hpp"
 #include "tools/command.hpp"
 #include "tools/data_paths.hpp"
 
@@ -48,32 +49,15 @@ int run_replay_cli(const io::trace_file& trace) {
     return 1;
 }
 
-// A candidate: "LABEL=ITEM[,ITEM]..." with ITEM one of package:DIR, preset:NAME, key=value.
+// A candidate (tools/candidate_spec.hpp) as the replay's options.
 result<std::pair<std::string, soak::replay_options>> parse_candidate(const std::string& spec, bool faults) {
-    auto eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0)
-        return make_error(status::invalid_argument, "--candidate \"" + spec + "\": expected LABEL=ITEM[,ITEM]...");
+    auto c = tools::parse_candidate(spec);
+    if (!c) return c.error();
     soak::replay_options o;
     o.operator_inputs = faults;
-    std::string rest = spec.substr(eq + 1);
-    for (std::size_t at = 0; at <= rest.size();) {
-        auto comma = rest.find(',', at);
-        std::string item = rest.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-        at = comma == std::string::npos ? rest.size() + 1 : comma + 1;
-        if (item.empty()) continue;
-        if (item.starts_with("package:")) {
-            o.package_dir = item.substr(8);
-        } else if (item.starts_with("preset:")) {
-            auto dir = ensure_preset_package(item.substr(7));
-            if (!dir) return dir.error();
-            o.package_dir = *dir;
-        } else if (item.find('=') != std::string::npos) {
-            o.overrides.push_back(item);
-        } else {
-            return make_error(status::invalid_argument, "--candidate item \"" + item + "\": package:DIR, preset:NAME or key=value");
-        }
-    }
-    return std::pair{spec.substr(0, eq), o};
+    o.package_dir = c->package_dir;
+    o.overrides = c->overrides;
+    return std::pair{c->label, o};
 }
 
 int run_what_if_cli(const io::trace_file& trace, const what_if_cli& cli) {

@@ -317,3 +317,43 @@ TEST_CASE("prefill_job_tokens: whole when alone, the chunk beside others", "[act
         CHECK(prefill_job_tokens(r.pending, r.chunk, r.others) == r.fed);
     }
 }
+
+TEST_CASE("admission window: after a sequence leaves, the next decode waits for a prompt to take its place",
+          "[actors][schedule]") {
+    schedule_params params{1, 2s, 8, 2, 1, 2ms};
+    auto awaiting_seq = [](std::uint64_t id) { auto s = decode_seq(id, 0); s.ready = false; s.awaiting = true; return s; };
+    const std::vector<seq_view> decoders = {decode_seq(1, 0), decode_seq(2, 0)};
+    tick_state left;
+    left.left_at = 10ms;
+    SECTION("closed at the window's end, and never open without a leave or with no window") {
+        CHECK(admit_window_until(left, params, 10ms) == 12ms);
+        CHECK(admit_window_until(left, params, 11ms) == 12ms);
+        CHECK_FALSE(admit_window_until(left, params, 12ms));
+        CHECK_FALSE(admit_window_until(tick_state{}, params, 10ms));
+        auto none = params;
+        none.admit_window = 0ms;
+        CHECK_FALSE(admit_window_until(left, none, 10ms));
+    }
+    SECTION("while open no decode forms; a prompt that arrives goes first; after it the decode goes") {
+        CHECK_FALSE(plan_next_job(decoders, left, params, 11ms));
+        CHECK(plan_next_job(decoders, left, params, 12ms) == decode({1, 2}));
+        auto with_prompt = decoders;
+        with_prompt.push_back(prefill_seq(3, 11));
+        left.decodes_since_prefill = 1;
+        const auto first = plan_next_job(with_prompt, left, params, 11ms);
+        REQUIRE(first == prefill(3));
+        const auto after = after_job(left, *first);
+        CHECK_FALSE(after.left_at);  // a job formed: the window is closed
+        CHECK(plan_next_job(decoders, after, params, 11ms) == decode({1, 2}));
+    }
+    SECTION("it holds only a job that would form without it: nothing to decode, no timer") {
+        CHECK(window_holds_until(decoders, left, params, 11ms) == 12ms);
+        CHECK_FALSE(window_holds_until(decoders, left, params, 12ms));
+        CHECK_FALSE(window_holds_until({}, left, params, 11ms));
+        const std::vector<seq_view> waiting = {awaiting_seq(1)};
+        CHECK_FALSE(window_holds_until(waiting, left, params, 11ms));  // the step boundary holds it anyway
+    }
+    SECTION("a decode formed closes the window") {
+        CHECK_FALSE(after_job(left, decode({1, 2})).left_at);
+    }
+}
