@@ -82,7 +82,7 @@ constexpr std::int64_t k_prefetch_bytes = 4096;
 // Several vectors (dot_block_bf16_avx512 streaming): twice the lead, into L2, so the
 // lines arrive while the FMAs run (batch 4 / 8 decode in the fp32 mode 1.2-1.3x steps
 // per CPU-second, A/B/A/B at load average 8-9). One vector keeps `prefetcht0`: into L2
-// it ran 0.87x as fast.
+// it ran 0.88-0.90x as fast.
 constexpr std::int64_t k_batch_prefetch_bytes = 8192;
 
 // dot_group_t<bf16, NV> on sixteen lanes. Lanes 0-7 of z[v][0] are the AVX2 kernel's
