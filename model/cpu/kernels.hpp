@@ -15,6 +15,7 @@
 //! exactly t x w.rows outputs and reads exactly t x w.cols inputs.
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -83,6 +84,20 @@ enum class linear_mode : std::uint8_t { fastest, row_exact };
 // `arith` = bf16 and BF16 weights, dot_rows_bf16_products (row-exact in every mode).
 void linear(thread_pool& pool, const tensor_view& w, const float* x, std::int64_t t, std::int64_t ldx, float* y,
             std::int64_t ldy, linear_mode mode = linear_mode::fastest, arithmetic arith = arithmetic::fp32);
+
+// Several matrices of one input (q, k, v; gate, up): output i is linear(outs[i].w, x)
+// into outs[i].y with stride outs[i].ldy, the same bits as one linear call each. In
+// the bf16 mode and for Q8_0 (same column count) the activations are rounded or
+// quantised once and the rows of all the matrices are split across the pool in one
+// pass (one synchronisation instead of one per matrix); the FP32 paths call linear
+// once per matrix.
+struct linear_output {
+    tensor_view w;
+    float* y = nullptr;
+    std::int64_t ldy = 0;
+};
+void linear_fused(thread_pool& pool, std::span<const linear_output> outs, const float* x, std::int64_t t,
+                  std::int64_t ldx, linear_mode mode = linear_mode::fastest, arithmetic arith = arithmetic::fp32);
 
 // Short weight rows (cols <= k_panel_max_cols: the tiny models' LM head, 151,936 x 64)
 // repacked for batches: rows in panels of 8, panel p = [col][8 rows], in FP32 or BF16

@@ -1,7 +1,9 @@
 // The row-parallel linear layer: matvec, small-batch and sgemm paths; see kernels.hpp.
 #include <cblas.h>
 
+#include <algorithm>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "model/cpu/kernels.hpp"
@@ -41,7 +43,55 @@ void gemm_rows(const tensor_view& w, std::int64_t r0, std::int64_t r1, const flo
     }
 }
 
+// The pieces of the concatenated rows [b, e) of `outs`: fn(output, first row, last row).
+template <class Fn>
+void for_pieces(std::span<const linear_output> outs, std::int64_t b, std::int64_t e, Fn&& fn) {
+    std::int64_t base = 0;
+    for (const linear_output& o : outs) {
+        const std::int64_t lo = std::max(b, base), hi = std::min(e, base + o.w.rows);
+        if (lo < hi) fn(o, lo - base, hi - base);
+        base += o.w.rows;
+    }
+}
+
 }  // namespace
+
+void linear_fused(thread_pool& pool, std::span<const linear_output> outs, const float* x, std::int64_t t,
+                  std::int64_t ldx, linear_mode mode, arithmetic arith) {
+    if (outs.empty() || t <= 0) return;
+    const tensor_view& w0 = outs.front().w;
+    bool same = true;
+    std::int64_t rows = 0;
+    for (const linear_output& o : outs) {
+        same = same && o.w.type == w0.type && o.w.cols == w0.cols;
+        rows += o.w.rows;
+    }
+    const bool fused = same && (w0.type == dtype::q8_0 || (arith == arithmetic::bf16 && w0.type == dtype::bf16));
+    if (!fused) {  // the FP32 paths: one call each (their sgemm tiles need whole matrices)
+        for (const linear_output& o : outs) linear(pool, o.w, x, t, ldx, o.y, o.ldy, mode, arith);
+        return;
+    }
+    const std::int64_t work = rows * w0.cols * t;
+    if (w0.type == dtype::q8_0) {
+        thread_local q8_vectors caller_xq;
+        q8_vectors& xq = caller_xq;
+        quantize_vectors_q8(x, t, ldx, w0.cols, xq);
+        pool.parallel_for(rows, 16, work, [&](std::int64_t b, std::int64_t e) {
+            for_pieces(outs, b, e, [&](const linear_output& o, std::int64_t r0, std::int64_t r1) {
+                dot_rows_q8(o.w, r0, r1, xq, t, o.y + r0, o.ldy);
+            });
+        });
+        return;
+    }
+    thread_local bf16_vectors caller_xb;
+    bf16_vectors& xb = caller_xb;
+    round_vectors_bf16(x, t, ldx, w0.cols, xb);
+    pool.parallel_for(rows, 16, work, [&](std::int64_t b, std::int64_t e) {
+        for_pieces(outs, b, e, [&](const linear_output& o, std::int64_t r0, std::int64_t r1) {
+            dot_rows_bf16_products(o.w, r0, r1, xb, t, o.y + r0, o.ldy);
+        });
+    });
+}
 
 void linear(thread_pool& pool, const tensor_view& w, const float* x, std::int64_t t, std::int64_t ldx, float* y,
             std::int64_t ldy, linear_mode mode, arithmetic arith) {

@@ -71,9 +71,10 @@ void transformer::impl::attention_block(const layer_weights& lw, std::int64_t la
     ensure(ws.part, t * h);
     for (const shard_range& s : shards) {
         const std::int64_t q0 = s.head_begin * hd, q1 = s.head_end * hd, k0 = s.kv_begin * hd, k1 = s.kv_end * hd;
-        lin(lw.q.row_slice(q0, q1), ws.xn.data(), t, h, ws.q.data() + q0, qd);
-        lin(lw.k.row_slice(k0, k1), ws.xn.data(), t, h, ws.k.data() + k0, kvd);
-        lin(lw.v.row_slice(k0, k1), ws.xn.data(), t, h, ws.v.data() + k0, kvd);
+        const linear_output qkv[] = {{lw.q.row_slice(q0, q1), ws.q.data() + q0, qd},
+                                     {lw.k.row_slice(k0, k1), ws.k.data() + k0, kvd},
+                                     {lw.v.row_slice(k0, k1), ws.v.data() + k0, kvd}};
+        linear_fused(pool, qkv, ws.xn.data(), t, h, mode, arith);
         for (std::int64_t i = 0; i < t; ++i) {
             const float* cs = ws.rope_cos.data() + i * (hd / 2);
             const float* sn = ws.rope_sin.data() + i * (hd / 2);
@@ -119,8 +120,9 @@ void transformer::impl::dense_block(const layer_weights& lw, std::int64_t t) {
         const std::int64_t f = s.ffn_end - s.ffn_begin;
         ensure(ws.gate, t * f);
         ensure(ws.up, t * f);
-        lin(lw.gate.row_slice(s.ffn_begin, s.ffn_end), ws.xn.data(), t, h, ws.gate.data(), f);
-        lin(lw.up.row_slice(s.ffn_begin, s.ffn_end), ws.xn.data(), t, h, ws.up.data(), f);
+        const linear_output gate_up[] = {{lw.gate.row_slice(s.ffn_begin, s.ffn_end), ws.gate.data(), f},
+                                         {lw.up.row_slice(s.ffn_begin, s.ffn_end), ws.up.data(), f}};
+        linear_fused(pool, gate_up, ws.xn.data(), t, h, mode, arith);
         silu_mul(ws.gate.data(), ws.up.data(), t * f);
         lin(lw.down.col_slice(s.ffn_begin, s.ffn_end), ws.gate.data(), t, f, ws.part.data(), h);
         add_into(ws.x.data(), ws.part.data(), t * h);
