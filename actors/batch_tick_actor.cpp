@@ -35,6 +35,7 @@ std::string_view to_string(seq_phase p) {
         case seq_phase::decode: return "decode";
         case seq_phase::decode_chained: return "decode_chained";
         case seq_phase::decode_unchained: return "decode_unchained";
+        case seq_phase::verify: return "verify";
         case seq_phase::finishing_chained: return "finishing_chained";
         case seq_phase::awaiting: return "awaiting";
         case seq_phase::finishing_job: return "finishing_job";
@@ -107,6 +108,12 @@ void batch_tick_actor::admit(bt_admit m) {
     const sequence_id sid = m.seq->seq;
     auto [it, fresh] = entries_.try_emplace(sid, std::move(m.seq), std::move(m.request), ++admitted_);
     CALSERVE_INVARIANT(fresh, "sequence admitted twice");
+    // Only rows the device's head draws may draft (docs/speculative.md "Which requests draft").
+    const auto& s = *it->second.seq;
+    if (options_.speculative.enabled() && !s.constraint && model::head_can_sample(s.params)) {
+        it->second.drafter = model::speculative::make_drafter(options_.speculative.drafter);
+        it->second.acceptance = model::speculative::initial_acceptance(options_.speculative.policy);
+    }
     request_kv(it->second, false);
 }
 
@@ -249,7 +256,8 @@ void batch_tick_actor::on(bt_finish& m) {
     switch (e.phase()) {
         case seq_phase::prefill:
         case seq_phase::decode:
-        case seq_phase::decode_unchained: e.life.transition_to(seq_phase::finishing_job); break;
+        case seq_phase::decode_unchained:
+        case seq_phase::verify: e.life.transition_to(seq_phase::finishing_job); break;
         case seq_phase::decode_chained: e.life.transition_to(seq_phase::finishing_chained); break;
         case seq_phase::growing: e.life.transition_to(seq_phase::finishing_grow); break;
         case seq_phase::finishing_job:

@@ -32,11 +32,13 @@
 //!                 |           refused                                       v   |
 //!                 +------------------- continue -------------------- kv_wait_awaiting
 //!
+//!   speculative decoding: ready --run with drafts--> verify, which ends as decode does
+//!                    (awaiting, ready; finishing_job at bt_finish); never chained.
 //!   token chaining:  decode --chain--> decode_chained --the first job ends--> decode
 //!                                            |
 //!                                            +--the chained step unrun--> decode_unchained
 //!                    decode_unchained behaves as decode, except that it may not chain.
-//!   bt_finish:  prefill, decode, decode_unchained --> finishing_job --job ends--> released
+//!   bt_finish:  prefill, decode, decode_unchained, verify --> finishing_job --job ends--> released
 //!               decode_chained --> finishing_chained --a job ends--> finishing_job
 //!               growing         --> finishing_grow --grow answer--> released
 //!               kv_wait, kv_wait_awaiting, ready, awaiting --------> released
@@ -79,6 +81,17 @@
 //! and the answers to the tokens it went on past are only counted. A Request that ends
 //! meanwhile costs at most that one step, whose token it never streams.
 //!
+//! Speculative decoding (options.speculative, docs/speculative.md): each sequence that
+//! may draft (its tokens drawn by the device's head) has its drafter and its recent
+//! acceptance here, in its entry (the BatchTick alone owns them); at each decode step
+//! the pure policy (`draft_length`) decides from the step's live rows and that
+//! acceptance whether it drafts, and a row with drafts enters the job as `verify`. Its
+//! job's answer (bt_slot_free::verified) says how many drafts the device kept and how
+//! many tokens it emitted: the Request answers each token, so all but the last answer
+//! are only counted (`answers_to_skip`). Drafts never pass the KV reservation. A row the
+//! policy would have draft on its next step is not chained (`would_draft`): its drafts
+//! are looked up in its tokens, which the host must have read first.
+//!
 //! Plain data beside the phases (none decides what may happen next on its own): the
 //! admission order (preemption picks the largest), the decode group (`group`, the slot
 //! it last decoded in: a scheduling preference), `last_served`, `answers_to_skip` (a
@@ -99,6 +112,7 @@
 #include "actors/batch_tick_messages.hpp"
 #include "actors/runtime/lifecycle.hpp"
 #include "actors/schedule_policy.hpp"
+#include "model/speculative/options.hpp"
 
 namespace calserve::metrics {
 struct calserve_metrics;
@@ -119,6 +133,7 @@ enum class seq_phase : std::uint8_t {
     decode,             // one decode job holding it is in flight
     decode_chained,     // two: a decode job and the chained step behind it (its token drawn on the device)
     decode_unchained,   // one decode job; a step chained behind it came back unrun: no chaining until it ends
+    verify,             // one decode job in which it carries drafted tokens (speculative decoding)
     awaiting,           // holds KV; its token is with the Request, which answers continue or finish
     finishing_job,      // the Request ended while a job held it: released when the job ends
     finishing_chained,  // the Request ended while two chained jobs held it
@@ -127,7 +142,7 @@ enum class seq_phase : std::uint8_t {
 };
 std::string_view to_string(seq_phase p);
 
-inline constexpr std::array<transition<seq_phase>, 31> k_seq_table{{
+inline constexpr std::array<transition<seq_phase>, 35> k_seq_table{{
     {seq_phase::kv_wait, seq_phase::ready},                  // granted
     {seq_phase::kv_wait, seq_phase::released},               // finished, or the grant refused
     {seq_phase::kv_wait_awaiting, seq_phase::awaiting},      // granted
@@ -136,6 +151,7 @@ inline constexpr std::array<transition<seq_phase>, 31> k_seq_table{{
     {seq_phase::ready, seq_phase::growing},                  // kv_grow
     {seq_phase::ready, seq_phase::prefill},                  // run
     {seq_phase::ready, seq_phase::decode},                   // run
+    {seq_phase::ready, seq_phase::verify},                   // run, with drafts
     {seq_phase::ready, seq_phase::kv_wait},                  // preempted
     {seq_phase::ready, seq_phase::released},                 // finished, or retries exhausted
     {seq_phase::growing, seq_phase::ready},                  // grown, or refused
@@ -144,15 +160,18 @@ inline constexpr std::array<transition<seq_phase>, 31> k_seq_table{{
     {seq_phase::prefill, seq_phase::awaiting},               // job done: token sampled
     {seq_phase::decode, seq_phase::awaiting},
     {seq_phase::decode_unchained, seq_phase::awaiting},
+    {seq_phase::verify, seq_phase::awaiting},                // job done: its run of tokens drawn
     {seq_phase::prefill, seq_phase::ready},                  // job failed or lost
     {seq_phase::decode, seq_phase::ready},
     {seq_phase::decode_unchained, seq_phase::ready},
+    {seq_phase::verify, seq_phase::ready},
     {seq_phase::decode, seq_phase::decode_chained},          // chained: the next step joins a job
     {seq_phase::decode_chained, seq_phase::decode},          // one job ended (drew, failed or was lost)
     {seq_phase::decode_chained, seq_phase::decode_unchained},  // the chained step came back unrun
     {seq_phase::prefill, seq_phase::finishing_job},          // finished
     {seq_phase::decode, seq_phase::finishing_job},
     {seq_phase::decode_unchained, seq_phase::finishing_job},
+    {seq_phase::verify, seq_phase::finishing_job},
     {seq_phase::decode_chained, seq_phase::finishing_chained},
     {seq_phase::finishing_chained, seq_phase::finishing_job},  // one of its two jobs ended
     {seq_phase::finishing_job, seq_phase::released},         // the job ended
@@ -163,7 +182,8 @@ inline constexpr std::array<transition<seq_phase>, 31> k_seq_table{{
 // A job holds it (the job's holders own the sequence's tokens meanwhile).
 constexpr bool holds_job(seq_phase p) {
     return p == seq_phase::prefill || p == seq_phase::decode || p == seq_phase::decode_chained ||
-           p == seq_phase::decode_unchained || p == seq_phase::finishing_job || p == seq_phase::finishing_chained;
+           p == seq_phase::decode_unchained || p == seq_phase::verify || p == seq_phase::finishing_job ||
+           p == seq_phase::finishing_chained;
 }
 // Two jobs hold it (a decode job and the step chained behind it).
 constexpr bool in_two_jobs(seq_phase p) { return p == seq_phase::decode_chained || p == seq_phase::finishing_chained; }
@@ -229,6 +249,10 @@ struct batch_tick_options {
     // be in two decode jobs at once, the second taking its input token from the first's
     // draw on the device. Stops, deadlines and cancellation are then seen one step behind.
     bool chain_tokens = false;
+    // Speculative decoding (runtime.speculative.*, with a package whose decode programs end
+    // in a sampling head and device.sampling_head on): rows the head draws may draft.
+    model::speculative::speculative_options speculative;
+    double position_cost = 0.1;              // policy input: one more position / a one-token step
 };
 
 class batch_tick_actor : public actor<batch_tick_actor, batch_tick_message> {
@@ -262,6 +286,9 @@ private:
         // Its tokens once every job holding it has drawn (the BatchTick's own count: the
         // sequence's tokens belong to the jobs' holders meanwhile).
         std::int64_t tokens_after = 0;
+        // Speculative decoding: its drafter (null: it never drafts) and recent acceptance.
+        std::unique_ptr<model::speculative::drafter> drafter;
+        model::speculative::acceptance acceptance;
     };
 
     void share_prompt(entry& e);
@@ -293,6 +320,9 @@ private:
     void last_job_ended(sequence_id seq, entry& e, job_end how);
     static void drop_copy(entry& e);
     bool chainable(const entry& e) const;
+    bool would_draft(const entry& e) const;
+    std::vector<token_id> draft_for(entry& e, std::int64_t live_rows);
+    void verified(const std::vector<verify_outcome>& outcomes);
     void schedule();
     void wake_at_window_end(std::optional<nanoseconds> until);
     std::vector<seq_view> views() const;

@@ -8,6 +8,7 @@
 #include "actors/kv_manager_actor.hpp"
 #include "actors/request_actor.hpp"
 #include "config/invariant.hpp"
+#include "device/sampling_head.hpp"
 #include "metrics/metrics.hpp"
 #include "model/sampling/params.hpp"
 
@@ -16,6 +17,7 @@ namespace calserve::actors {
 void batch_tick_actor::on(bt_slot_free& m) {
     slot_free_[device::index_of(m.slot)] = true;
     job_ended(m.rows, job_end::completed, m.unrun);
+    verified(m.verified);
     for (auto seq : m.unrun)
         if (auto it = entries_.find(seq); it != entries_.end()) stop_awaiting(it->second);
     for (auto seq : m.go_on) {
@@ -147,17 +149,34 @@ std::vector<seq_view> batch_tick_actor::views() const {
 
 // What `chainable` reads of a row (fields of the sequence read here never change after
 // admission; its tokens belong to its job meanwhile, so `tokens_after` counts them).
+// A row the drafting policy would have draft on its next step is not chained: its drafts
+// come from its tokens, which the host must have read first.
 bool batch_tick_actor::chainable(const entry& e) const {
     const auto& s = *e.seq;
     return actors::chainable({options_.chain_tokens, e.phase() == seq_phase::decode, device_holds(e.copy()),
                               !s.constraint && model::head_can_sample(s.params), e.tokens_after, s.kv_tokens,
-                              s.prompt_len, s.max_tokens});
+                              s.prompt_len, s.max_tokens}) &&
+           !would_draft(e);
+}
+
+// The policy's answer for a row's next step (its tokens once its job has drawn: tokens_after),
+// in a step of every running row.
+bool batch_tick_actor::would_draft(const entry& e) const {
+    if (!e.drafter) return false;
+    const auto& s = *e.seq;
+    std::int64_t running = 0;
+    for (const auto& [sid, other] : entries_) running += holds_kv(other.phase()) && !ending(other.phase()) ? 1 : 0;
+    const model::speculative::step_facts facts{running, false, options_.position_cost,
+                                               std::min(s.max_tokens - (e.tokens_after - s.prompt_len),
+                                                        s.kv_tokens - e.tokens_after + 1)};
+    return model::speculative::draft_length(options_.speculative.policy, e.acceptance, facts) > 0;
 }
 
 void batch_tick_actor::commit(const job_choice& choice, device::slot slot) {
     const int group = int(device::index_of(slot));
     std::vector<sequence_ptr> rows;
     rows.reserve(choice.rows.size());
+    std::vector<std::vector<token_id>> drafts;  // per row (empty: a plain step); none when no row drafts
     bool chain = false;
     for (auto sid : choice.rows) {
         entry& e = entries_.at(sid);
@@ -167,9 +186,11 @@ void batch_tick_actor::commit(const job_choice& choice, device::slot slot) {
             CALSERVE_INVARIANT(chainable(e), "a row in a job joined another without chaining");
             e.life.transition_to(seq_phase::decode_chained);
             ++e.tokens_after;
+            if (e.drafter) model::speculative::observe(options_.speculative.policy, e.acceptance, 0, 0);  // a plain step
             e.group = group;
             chain = true;
             rows.push_back(e.seq);
+            drafts.emplace_back();
             continue;
         }
         const auto copy = e.copy();
@@ -181,7 +202,9 @@ void batch_tick_actor::commit(const job_choice& choice, device::slot slot) {
             e.device.transition_to(device_copy::held);
         }
         CALSERVE_INVARIANT(std::int64_t(e.seq->tokens.size()) <= e.seq->kv_tokens, "job past the KV reservation");
-        e.life.transition_to(choice.prefill ? seq_phase::prefill : seq_phase::decode);
+        auto run = choice.prefill ? std::vector<token_id>{} : draft_for(e, std::int64_t(choice.rows.size()));
+        e.life.transition_to(choice.prefill ? seq_phase::prefill : run.empty() ? seq_phase::decode : seq_phase::verify);
+        drafts.push_back(std::move(run));
         e.tokens_after = std::int64_t(e.seq->tokens.size()) + 1;
         e.seq->prefill_alone = choice.prefill && entries_.size() == 1;  // schedule_policy: prefill_chunk_for
         if (!choice.prefill) e.group = group;
@@ -196,7 +219,48 @@ void batch_tick_actor::commit(const job_choice& choice, device::slot slot) {
     tick_ = after_job(tick_, choice);
     wake_at_window_end(std::nullopt);  // a job formed: the admission window is closed
     slot_free_[device::index_of(slot)] = false;
-    (void)session_.tell(cs_run{slot, std::move(rows), choice.prefill, chain, device_generation_}, id());
+    if (std::all_of(drafts.begin(), drafts.end(), [](const auto& d) { return d.empty(); })) drafts.clear();
+    (void)session_.tell(cs_run{slot, std::move(rows), choice.prefill, chain, device_generation_, std::move(drafts)}, id());
+}
+
+// The tokens a decode row drafts this step (empty: a plain step): the policy decides from
+// the step's live rows and the row's recent acceptance; drafts never take the sequence
+// past max_tokens or past its KV reservation (kv_tokens). Its tokens are read here only
+// while no job holds it.
+std::vector<token_id> batch_tick_actor::draft_for(entry& e, std::int64_t live_rows) {
+    if (!e.drafter) return {};
+    namespace spec = model::speculative;
+    const auto& s = *e.seq;
+    const auto& policy = options_.speculative.policy;
+    const std::int64_t room = s.kv_tokens - std::int64_t(s.tokens.size());
+    const spec::step_facts facts{live_rows, false, options_.position_cost,
+                                 std::min(s.max_tokens - s.generated(), room + 1)};
+    const auto k = std::min(spec::draft_length(policy, e.acceptance, facts), device::k_verify_drafts_max);
+    auto drafts = k > 0 ? e.drafter->propose(s.tokens, k) : std::vector<token_id>{};
+    if (drafts.empty()) spec::observe(policy, e.acceptance, 0, 0);  // a plain step
+    return drafts;
+}
+
+// Its verify rows' outcomes: the policy learns the acceptance, and the Request's answers
+// to all but the last token of each run are only counted.
+void batch_tick_actor::verified(const std::vector<verify_outcome>& outcomes) {
+    for (const auto& v : outcomes) {
+        if (metrics_) {
+            metrics_->spec_verify_rows.inc();
+            metrics_->spec_drafted_tokens.inc(double(v.drafted));
+            metrics_->spec_accepted_tokens.inc(double(v.accepted));
+            const double drafted = metrics_->spec_drafted_tokens.value();
+            metrics_->spec_acceptance_rate.set(drafted > 0 ? metrics_->spec_accepted_tokens.value() / drafted : 0.0);
+        }
+        auto it = entries_.find(v.seq);
+        if (it == entries_.end()) continue;  // ended with its job
+        entry& e = it->second;
+        e.answers_to_skip += int(v.emitted) - 1;
+        if (e.drafter) {
+            model::speculative::observe(options_.speculative.policy, e.acceptance, v.drafted, v.accepted);
+            e.drafter->on_kept(std::int64_t(e.seq->tokens.size()));
+        }
+    }
 }
 
 void batch_tick_actor::schedule() {

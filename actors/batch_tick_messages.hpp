@@ -27,6 +27,14 @@ struct bt_kv_grown {
     std::int64_t tokens = 0;
     void_result outcome;
 };
+// What a verify row of a finished job did (speculative decoding): drafts sent, kept, and
+// the tokens it emitted (the Request answers each of them).
+struct verify_outcome {
+    sequence_id seq = 0;
+    std::int64_t drafted = 0;
+    std::int64_t accepted = 0;
+    std::int64_t emitted = 0;
+};
 // A slot finished its job (tokens sampled or job failed): the job's live rows.
 // `unrun` rows did not advance (another row's fault refused the job) and get no
 // token: they are ready again as they were.
@@ -37,6 +45,7 @@ struct bt_slot_free {
     // Sampled rows whose token cannot have ended them (sequence_state::cannot_have_ended):
     // schedulable at once; their Request's answer for that token is then only counted.
     std::vector<sequence_id> go_on;
+    std::vector<verify_outcome> verified;  // its verify rows that ran
 };
 // The Request consumed its token and wants the next one.
 struct bt_continue {

@@ -74,6 +74,7 @@ void chip_session_actor::on(cs_run& m) {
     job->rows = std::move(m.rows);
     job->prefill = m.prefill;
     job->generation = m.generation;
+    job->drafts = std::move(m.drafts);
     job->logits = std::move(s.spare);
     if (m.chain) chain_to_other(*job);
     s.job = job;
@@ -110,9 +111,13 @@ void apply_draws(job_context& job) {
     for (std::size_t r = 0; r < job.rows.size() && r < job.drawn_tokens.size(); ++r) {
         if (!job.drawn(r)) continue;
         auto& seq = *job.rows[r];
-        seq.tokens.push_back(job.drawn_tokens[r]);
+        const bool verified = r < job.runs.size() && !job.runs[r].empty();
+        if (verified)  // a verify row: its kept drafts, then the draw (cut where the request ends)
+            seq.tokens.insert(seq.tokens.end(), job.runs[r].begin(), job.runs[r].end());
+        else
+            seq.tokens.push_back(job.drawn_tokens[r]);
         seq.rng.restore(job.drawn_rng[r]);
-        job.picks[r] = std::vector<token_logprob>{{job.drawn_tokens[r], 0.0f}};
+        job.picks[r] = std::vector<token_logprob>{{seq.tokens.back(), 0.0f}};
     }
 }
 
@@ -142,7 +147,7 @@ void chip_session_actor::on(cs_job_done& m) {
         record(s, *m.job, job_outcome::ok);
         s.job = nullptr;
         s.life.transition_to(slot_state::free);
-        (void)tick_.tell(bt_slot_free{m.job->slot, m.job->row_ids(), m.job->row_ids(), {}}, id());
+        (void)tick_.tell(bt_slot_free{m.job->slot, m.job->row_ids(), m.job->row_ids(), {}, {}}, id());
         return;
     }
     s.life.transition_to(slot_state::done);
@@ -152,7 +157,7 @@ void chip_session_actor::on(cs_job_done& m) {
         record(s, *m.job, job_outcome::ok);
         s.job = nullptr;
         s.life.transition_to(slot_state::free);
-        (void)tick_.tell(bt_slot_free{m.job->slot, m.job->row_ids(), m.job->row_ids(), {}}, id());
+        (void)tick_.tell(bt_slot_free{m.job->slot, m.job->row_ids(), m.job->row_ids(), {}, {}}, id());
         return;
     }
     s.life.transition_to(slot_state::draining);
@@ -198,7 +203,7 @@ void chip_session_actor::sampled(const job_ptr& job) {
     s.spare = std::move(job->logits);  // consumed: the buffer may take the next job
     record(s, *job, job_outcome::ok);
     // The BatchTick first: the next step waits for it, the Requests' streaming does not.
-    free_slot(s, true, std::move(go_on));
+    free_slot(s, true, std::move(go_on), verify_outcomes(*job));
     const double wall_s = std::chrono::duration<double>(job->t_done - job->t_wall_from).count();
     // A batched job's compute is shared evenly by its rows: summed over requests, each job counts once.
     const double device_s = job->device_compute_s / double(std::max<std::size_t>(1, job->rows.size()));
@@ -207,6 +212,15 @@ void chip_session_actor::sampled(const job_ptr& job) {
         const auto& outcome = job->picks[r];
         if (!outcome) {
             (void)requests[r].tell(rq_failed{outcome.error(), "sampling the " + job_name(*job, r)}, id());
+            continue;
+        }
+        if (r < job->runs.size() && job->runs[r].size() > 1) {  // a verify row's run: one token event each
+            for (std::size_t i = 0; i < job->runs[r].size(); ++i) {
+                rq_token token{job->runs[r][i], 0.0f, {}};
+                token.device_s = i == 0 ? device_s : 0.0;  // the job counts once per row
+                token.device_wall_s = i == 0 ? wall_s : 0.0;
+                (void)requests[r].tell(std::move(token), id());
+            }
             continue;
         }
         const auto& picks = *outcome;
@@ -235,13 +249,25 @@ void chip_session_actor::fail_rows(slot_data& s, const job_ptr& job, const error
     record(s, *job, job_outcome::failed);
     s.job = nullptr;
     s.life.transition_to(slot_state::free);
-    (void)tick_.tell(bt_slot_free{job->slot, job->row_ids(), std::move(unrun), {}}, id());
+    (void)tick_.tell(bt_slot_free{job->slot, job->row_ids(), std::move(unrun), {}, {}}, id());
 }
 
-void chip_session_actor::free_slot(slot_data& s, bool tell_tick, std::vector<sequence_id> go_on) {
+void chip_session_actor::free_slot(slot_data& s, bool tell_tick, std::vector<sequence_id> go_on,
+                                   std::vector<verify_outcome> verified) {
     auto job = std::move(s.job);
     s.life.transition_to(slot_state::free);
-    if (tell_tick && job) (void)tick_.tell(bt_slot_free{job->slot, job->row_ids(), {}, std::move(go_on)}, id());
+    if (tell_tick && job)
+        (void)tick_.tell(bt_slot_free{job->slot, job->row_ids(), {}, std::move(go_on), std::move(verified)}, id());
+}
+
+std::vector<verify_outcome> verify_outcomes(const job_context& job) {
+    std::vector<verify_outcome> out;
+    for (std::size_t r = 0; r < job.rows.size() && r < job.runs.size(); ++r) {
+        if (job.runs[r].empty() || !job.picks[r]) continue;
+        out.push_back({job.rows[r]->seq, std::int64_t(job.drafted(r)), std::int64_t(job.accepted[r]),
+                       std::int64_t(job.runs[r].size())});
+    }
+    return out;
 }
 
 void chip_session_actor::on(cs_device_down& m) {

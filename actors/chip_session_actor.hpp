@@ -20,7 +20,9 @@
 //! decode job, still in flight; their input token is that job's draw, copied on
 //! the device. If that job never reached the device, the chained job is handed
 //! back unrun (the slot frees, no token). A job lost at a device fault
-//! is re-run by the BatchTick from the rows' tokens.
+//! is re-run by the BatchTick from the rows' tokens. A verify row (speculative
+//! decoding) emits a run of tokens: each goes to its Request as a token of its own,
+//! in order, and the BatchTick hears what the row drafted, kept and emitted.
 //!
 //! At most `max_inflight` (1 or 2) slots are out of `free`. While the device
 //! runs one slot the host samples the other (draining) and fills the next.
@@ -28,6 +30,7 @@
 //! new job; the BatchTick only hands a slot back after `bt_slot_free`.
 #include <array>
 
+#include "actors/batch_tick_messages.hpp"
 #include "actors/runtime/actor.hpp"
 #include "actors/chip_session_messages.hpp"
 #include "actors/engine_journal.hpp"
@@ -63,6 +66,8 @@ inline constexpr std::array<transition<slot_state>, 8> k_slot_table{{
 // applies them in completion order, so a row also in the next (chained) job has this
 // token before that job's draw is applied.
 void apply_draws(job_context& job);
+// What the job's verify rows did (drafted, kept, emitted), for the BatchTick's drafting policy.
+std::vector<verify_outcome> verify_outcomes(const job_context& job);
 
 // Resolves a sequence to its Request actor (owned by the engine's registry).
 using request_lookup = std::function<address<request_actor>(sequence_id)>;
@@ -97,7 +102,8 @@ private:
 
     slot_data& slot_of(const job_ptr& job) { return slots_[device::index_of(job->slot)]; }
     bool current(const job_ptr& job) { return job && slot_of(job).job == job; }
-    void free_slot(slot_data& s, bool tell_tick, std::vector<sequence_id> go_on = {});
+    void free_slot(slot_data& s, bool tell_tick, std::vector<sequence_id> go_on = {},
+                   std::vector<verify_outcome> verified = {});
     void chain_to_other(job_context& job);
     void sampled(const job_ptr& job);  // every row has its answer: free the slot, stream the tokens
     void fail_rows(slot_data& s, const job_ptr& job, const error_info& e);

@@ -15,6 +15,8 @@ struct cs_run {                       // BatchTick: run these rows (one prefill,
     // flight, take their input token from its draw on the device (docs/device.md).
     bool chain = false;
     std::uint64_t generation = 0;     // the device generation the rows' KV state was read in
+    // Per row, the tokens it drafted (empty: a plain step); empty when no row drafts.
+    std::vector<std::vector<token_id>> drafts;
 };
 struct cs_submitted {                 // DeviceActor: inputs written, infer() accepted
     job_ptr job;

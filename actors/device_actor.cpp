@@ -227,18 +227,20 @@ void_result device_actor::fill_decode(const job_ptr& job) {
     const bool head = profile_heads_[*index];
     if (!head) job->chain_rows.clear();
     job->chain_rows.resize(job->rows.size(), -1);
+    job->head_k = profile_head_k_[*index];
+    keep_verifiable_drafts(*job, head);
     std::vector<std::int64_t> pasts(job->rows.size());
     for (std::size_t r = 0; r < job->rows.size(); ++r) {
         const auto& seq = *job->rows[r];
+        const auto run = 1 + std::int64_t(job->drafted(r));  // a verify row computes its drafts' positions too
         pasts[r] = job->chain_rows[r] >= 0 ? dev_->kv_length(seq.seq) : seq.device_len;
-        if (auto a = dev_->kv_apply(seq.seq, pasts[r] + 1, options_.kv_apply_timeout); !a) {
+        if (auto a = dev_->kv_apply(seq.seq, pasts[r] + run, options_.kv_apply_timeout); !a) {
             job->failed_row = int(r);
             return a;
         }
-        job->counts[r] = 1;
+        job->counts[r] = run;
     }
     job->head.assign(job->rows.size(), device::head_mode::logits);
-    job->head_k = profile_head_k_[*index];
     if (head) {  // the chain source must be on the device in this generation
         const auto& src = job->chain_from;
         if (!assign_head_modes(*job, src && src->device_job != 0 && src->device_generation == generation_)) {
@@ -332,12 +334,26 @@ void device_actor::finish_job(const job_ptr& job, const device::job_result& r) {
         metrics_->device_topk_rows.inc(double(job->rows_in(device::head_mode::top_k)));
         metrics_->d2h_bytes.inc(double(d2h_bytes(*job)));
     }
+    if (auto kept = drop_rejected(*job); !kept) return fault(kept.error(), job);
     for (std::size_t i = 0; i < job->rows.size(); ++i) {
         auto& seq = *job->rows[i];
         seq.device_len += job->counts[i];
         (void)kv_.tell(kv_extend{seq.seq, seq.device_len}, id());
     }
     (void)session_.tell(cs_job_done{job, {}}, id());
+}
+
+// A verify row's KV holds all 1 + d positions it computed; it keeps the ones its run
+// emitted (kept drafts, cut where the request ends) before its next job (kv_keep), so
+// the device's length is again device_len + counts (docs/device.md "Verify jobs").
+void_result device_actor::drop_rejected(const job_context& job) {
+    for (std::size_t r = 0; r < job.rows.size(); ++r) {
+        const auto computed = 1 + std::int64_t(job.drafted(r));
+        if (computed == 1 || job.counts[r] == computed) continue;
+        const auto& seq = *job.rows[r];
+        if (auto k = dev_->kv_keep(seq.seq, seq.device_len + job.counts[r]); !k) return k;
+    }
+    return {};
 }
 
 void device_actor::fault(const error_info& e, const job_ptr& culprit, bool attempt_failed) {

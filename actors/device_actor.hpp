@@ -188,6 +188,7 @@ private:
     // How long to wait for `job` before declaring the device hung (options, wait_timeout).
     std::chrono::nanoseconds wait_bound(device::job_id job) const;
     void submit_wait(const job_ptr& job, device::job_id id);
+    void_result drop_rejected(const job_context& job);
     void finish_job(const job_ptr& job, const device::job_result& r);
     void fail_job(const job_ptr& job, const error_info& e, int attempt);
     // A device fault: abandon the jobs in flight and start (or continue) a recovery;

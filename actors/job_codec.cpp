@@ -7,6 +7,7 @@
 #include "device/scoring.hpp"
 #include "model/core/thread_pool.hpp"
 #include "model/sampling/sampling.hpp"
+#include "model/speculative/accept.hpp"
 
 namespace calserve::actors {
 
@@ -93,12 +94,18 @@ job_input encode_decode(const job_context& job, std::int64_t batch, std::span<co
         in.tokens[r] = chained ? 0 : seq.tokens[std::size_t(pasts[r])];  // a chained row's comes from its source
         in.positions[r] = std::int32_t(pasts[r]);
         in.rows[r] = seq.seq;
-        in.cur_seq_len.push_back(1);
+        in.cur_seq_len.push_back(std::uint32_t(1 + job.drafted(r)));
         in.past_kv_len.push_back(std::uint32_t(in.positions[r]));
     }
     if (with_head) {
         in.head.resize(std::size_t(batch));
         head_params_of(job, in.head);
+    }
+    if (with_head && job.verifies()) {
+        constexpr auto width = std::size_t(device::k_verify_drafts_max);
+        in.drafts.assign(std::size_t(batch) * width, 0);
+        for (std::size_t r = 0; r < job.rows.size() && r < job.drafts.size(); ++r)
+            std::copy(job.drafts[r].begin(), job.drafts[r].end(), in.drafts.begin() + std::ptrdiff_t(r * width));
     }
     return in;
 }
@@ -128,6 +135,18 @@ bool assign_head_modes(job_context& job, bool source_live) {
         if (!source_live || !job.drawn(r) || !src->drawn(std::size_t(c))) return false;
     }
     return true;
+}
+
+// Drafts only ride on rows the program's head draws (docs/device.md "Verify jobs"): a
+// profile without a head, a row the head does not draw or a chained row decodes plainly.
+void keep_verifiable_drafts(job_context& job, bool head) {
+    job.drafts.resize(job.rows.size());
+    for (std::size_t r = 0; r < job.rows.size(); ++r) {
+        auto& d = job.drafts[r];
+        const bool drawn = head && device::head_mode::sample == head_mode_of(*job.rows[r], job.head_k, job.vocab);
+        if (!drawn || job.chain_rows[r] >= 0) d.clear();
+        if (std::int64_t(d.size()) > device::k_verify_drafts_max) d.resize(std::size_t(device::k_verify_drafts_max));
+    }
 }
 
 void head_params_of(const job_context& job, std::span<device::head_row> out) {
@@ -181,6 +200,9 @@ result<device::job_id> submit_input(device::device& dev, const std::string& sm, 
     if (!in.head.empty())
         if (auto r = dev.write_input(sm, s, device::k_head_params, std::as_bytes(std::span(in.head))); !r)
             return r.error();
+    if (!in.drafts.empty())
+        if (auto r = dev.write_input(sm, s, device::k_head_drafts, std::as_bytes(std::span(in.drafts))); !r)
+            return r.error();
     return dev.infer_rows(sm, s, in.rows);
 }
 
@@ -199,6 +221,28 @@ void_result take_draws(job_context& job, std::span<const std::byte> tokens, std:
                                                       " (logits not finite)");
         job.drawn_tokens[r] = t;
         std::memcpy(job.drawn_rng[r].data(), states.data() + r * 32, 32);
+    }
+    return {};
+}
+
+void_result take_verify(job_context& job, std::span<const std::byte> accepted) {
+    const std::size_t rows = job.rows.size();
+    if (accepted.size() < rows * 4) return make_error(status::internal, "verify output smaller than the job's live rows");
+    job.accepted.assign(rows, 0);
+    job.runs.assign(rows, {});
+    for (std::size_t r = 0; r < rows; ++r) {
+        const auto d = job.drafted(r);
+        if (d == 0 || !job.drawn(r)) continue;
+        std::int32_t a = 0;
+        std::memcpy(&a, accepted.data() + r * 4, 4);
+        if (a < 0 || std::size_t(a) > d)
+            return make_error(status::internal, "verify row " + std::to_string(r) + " kept " + std::to_string(a) +
+                                                     " of " + std::to_string(d) + " drafts");
+        const auto& seq = *job.rows[r];
+        job.accepted[r] = a;
+        job.runs[r] = model::speculative::emitted_tokens(job.drafts[r], a, job.drawn_tokens[r],
+                                                         seq.max_tokens - seq.generated(), seq.stop_ids);
+        job.counts[r] = std::int64_t(job.runs[r].size());
     }
     return {};
 }
@@ -271,6 +315,11 @@ void_result read_outputs(device::device& dev, const std::string& sm, job_context
         auto states = dev.output(sm, job.slot, device::k_head_rng);
         if (!states) return states.error();
         if (auto d = take_draws(job, *tokens, *states); !d) return d;
+    }
+    if (job.verifies()) {
+        auto accepted = dev.output(sm, job.slot, device::k_head_accepted);
+        if (!accepted) return accepted.error();
+        if (auto v = take_verify(job, *accepted); !v) return v;
     }
     if (job.rows_in(device::head_mode::top_k) > 0) {
         auto logits = dev.output(sm, job.slot, device::k_head_topk_logits);

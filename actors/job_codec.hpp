@@ -10,7 +10,9 @@
 //! takes its token from its source job's draw on the device, so its own token is 0
 //! and its sampling-head parameters name that job and row (`head_params_of`). Each
 //! row's head mode (`head_mode_of`, `assign_head_modes`) says what the head returns.
-//! `apply_prefill_kv` readies a prefill's KV on the device (the golden prefill's
+//! A verify row (drafts in job.drafts) feeds its input token as a decode row does and
+//! its drafts in "draft_tokens"; its cur_seq_len is 1 + drafts (`take_verify` reads
+//! what the head kept). `apply_prefill_kv` readies a prefill's KV on the device (the golden prefill's
 //! too), and `submit_input` writes an encoded input in the documented order (slice,
 //! inputs, CSRs, head parameters) and starts the job.
 //!
@@ -48,6 +50,8 @@ struct job_input {
     std::vector<device::seq_id> rows;
     std::vector<device::head_row> head;   // "sample_params", one per profile row; empty without a head
     std::vector<std::int32_t> score_request;  // a scoring prefill's "score_request" (target, top-N per token)
+    // "draft_tokens", k_verify_drafts_max per profile row: empty when no row drafts.
+    std::vector<std::int32_t> drafts;
 };
 
 // The span a prefill job feeds: tokens [past, past + count).
@@ -86,6 +90,10 @@ device::head_mode head_mode_of(const sequence_state& seq, std::int64_t head_k, s
 // cannot take its token from the source (not live, or a row not drawn on either side):
 // the job must go back unrun.
 bool assign_head_modes(job_context& job, bool source_live);
+// Drafts only ride on rows the program's head draws (`head`: the profile has one): the
+// drafts of a row the head does not draw, or of a chained row, are dropped (it decodes
+// plainly); at most k_verify_drafts_max are kept. Needs job.head_k, vocab and chain_rows.
+void keep_verifiable_drafts(job_context& job, bool head);
 // The sampling head's "sample_params" rows of a decode job's live rows (drawn rows with
 // their parameters and RNG state, chained rows naming their source row).
 void head_params_of(const job_context& job, std::span<device::head_row> out);
@@ -103,6 +111,12 @@ result<device::job_id> submit_input(device::device& dev, const std::string& sm, 
 // The head's draws ("sampled", "rng_state") of the drawn rows into job.drawn_tokens /
 // drawn_rng; logits_nan when the head drew no token for one.
 void_result take_draws(job_context& job, std::span<const std::byte> tokens, std::span<const std::byte> states);
+// Verify rows (docs/device.md "Verify jobs"): the head's "accepted" output into
+// job.accepted, and each verify row's emitted run (model::speculative::emitted_tokens:
+// kept drafts then the draw, cut after a stop id or at max_tokens) into job.runs, its
+// length into job.counts (the positions its KV keeps past the sequence's device_len).
+// Call after take_draws; internal when a count is outside [0, drafts].
+void_result take_verify(job_context& job, std::span<const std::byte> accepted);
 // The head's top K, their ids and log_z ("topk_logits", "topk_ids", "lse") into
 // job.topk_*; logits_nan when a top-k row holds no finite summary.
 void_result take_top_k(job_context& job, std::span<const std::byte> logits, std::span<const std::byte> ids,

@@ -49,6 +49,14 @@ struct job_context {
     std::vector<std::array<std::uint64_t, 4>> drawn_rng;  // the row's RNG state after the draw
     std::shared_ptr<job_context> chain_from;
     std::vector<int> chain_rows;          // per row: its row in chain_from, or -1 (token from the host)
+    // Speculative decoding (docs/device.md "Verify jobs"): a row with drafts is a verify row,
+    // its drafted tokens chosen by the BatchTick (empty: a plain step). After the job,
+    // `accepted` holds the drafts the head kept and `runs` each drawn row's emitted tokens
+    // (a verify row's kept drafts and draw, cut where plain decoding stops; a plain drawn
+    // row's one draw); counts[r] is then the positions its KV keeps past its input.
+    std::vector<std::vector<token_id>> drafts;
+    std::vector<std::int32_t> accepted;
+    std::vector<std::vector<token_id>> runs;
     std::uint64_t chain_from_id = 0;      // chain_from's device job id (set at fill)
     std::uint64_t device_job = 0;         // the device's job id, once submitted
     std::uint64_t device_generation = 0;  // the DeviceActor's generation when it submitted
@@ -80,6 +88,12 @@ struct job_context {
         return n;
     }
     bool any_drawn() const { return rows_in(device::head_mode::sample) > 0; }
+    std::size_t drafted(std::size_t r) const { return r < drafts.size() ? drafts[r].size() : 0; }
+    bool verifies() const {
+        for (const auto& d : drafts)
+            if (!d.empty()) return true;
+        return false;
+    }
 
     std::vector<sequence_id> row_ids() const {
         std::vector<sequence_id> ids;

@@ -58,7 +58,7 @@ constexpr key_spec k_schema[] = {
     {"runtime.sampler_threads", integer, "2", 1, 64, "", "threads sampling the rows of one decode batch (the Sampler actor included)"},
     {"runtime.kv_blocks", integer, "0", 0, k_big, "", "cap on KV blocks the scheduler uses; 0 = all the package holds"},
     {"runtime.default_max_tokens", integer, "256", 1, 1048576, "", "max_tokens when a request gives none"},
-    {"runtime.speculative.method", string, "none", 0, 0, "none|ngram", "speculative decoding: none, or ngram = drafts from n-gram lookup in the sequence's own tokens, verified in one device job with the same tokens as plain decoding; calserve serve refuses ngram at start-up until the serving path forms verify jobs; calserve runner speculative drafts (docs/speculative.md)"},
+    {"runtime.speculative.method", string, "none", 0, 0, "none|ngram", "speculative decoding: none, or ngram = drafts from n-gram lookup in the sequence's own tokens, verified in one device job with the same tokens as plain decoding; only rows the device's sampling head draws draft (no penalties, logit bias, grammar or logprobs); needs device.sampling_head and a package with a sampling head (docs/speculative.md)"},
     {"runtime.speculative.draft_tokens", integer, "4", 1, 7, "", "most tokens drafted for one verify (the device's verify width allows 7)"},
     {"runtime.speculative.ngram_min", integer, "1", 1, 64, "", "shortest suffix n-gram looked up"},
     {"runtime.speculative.ngram_max", integer, "3", 1, 64, "", "longest suffix n-gram looked up (tried first; at least ngram_min)"},

@@ -12,6 +12,7 @@
 #include "device/sim/cpu_backend.hpp"
 #include "device/sim/reference_model.hpp"
 #include "model/sampling/sampling.hpp"
+#include "model/speculative/options.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 
 namespace calserve::engine {
@@ -110,6 +111,7 @@ actors::batch_tick_options tick_options_of(const config& cfg, std::int64_t max_b
     bopt.max_job_retries = int(cfg.integer("runtime.max_job_retries"));
     bopt.prefix_cache = cfg.boolean("runtime.prefix_cache");
     bopt.chain_tokens = cfg.boolean("runtime.chain_tokens");
+    bopt.speculative = model::speculative::speculative_options::from_config(cfg);
     return bopt;
 }
 
@@ -222,6 +224,7 @@ void_result serving_engine::build(actors::runtime& rt, const config& cfg, const 
     // Chaining needs the device to draw the rows: a package with a sampling head, and the head on.
     const bool head = spec.sampling_head_k > 0 && cfg.boolean("device.sampling_head");
     bopt.chain_tokens = bopt.chain_tokens && head;
+    if (!head) bopt.speculative = {};  // drafts are verified by the head: without one, nothing drafts
     cache_identity_ = spec.name + "|" + spec.reference_model_dir.string();
     spawn_actors(device_options_of(cfg, spec.first_of(device::submodel_kind::prefill)->name, *profiles, faults_), bopt,
                  actors::kv_cache_options{bopt.prefix_cache, cfg.integer("runtime.prefix_cache_block")}, blocks, block_tokens,
@@ -237,11 +240,11 @@ void_result serving_engine::build(actors::runtime& rt, const config& cfg, const 
     std::string batches;
     for (const auto& p : *profiles) batches += (batches.empty() ? "" : ",") + std::to_string(p.batch);
     spdlog::info("engine: model '{}' on {} backend, usable context {}, KV {} blocks of {} tokens ({}), max_inflight {}, "
-                 "decode batches {} (max_batch {}), sampling head {}, token chaining {}",
+                 "decode batches {} (max_batch {}), sampling head {}, token chaining {}, speculative {}",
                  card_.name, card_.backend, card_.usable_context, blocks, block_tokens, cfg.string("runtime.kv_policy"),
                  bopt.max_inflight, batches, max_batch,
                  head ? "top-k " + std::to_string(spec.sampling_head_k) : std::string(spec.sampling_head_k > 0 ? "off" : "none"),
-                 bopt.chain_tokens ? "on" : "off");
+                 bopt.chain_tokens ? "on" : "off", model::speculative::to_string(bopt.speculative.drafter.kind));
     return {};
 }
 

@@ -126,6 +126,17 @@ calserve_metrics::calserve_metrics(registry& r)
       d2h_bytes(r.add_counter("calserve_d2h_bytes_total",
                               "Output bytes copied device to host: per live row its logits, or what the sampling head returns.")
                     .get()),
+      spec_verify_rows(r.add_counter("calserve_spec_verify_rows_total",
+                                     "Decode rows that carried drafted tokens for the device to verify (speculative decoding).")
+                           .get()),
+      spec_drafted_tokens(r.add_counter("calserve_spec_drafted_tokens_total", "Drafted tokens sent to the device in verify rows.")
+                              .get()),
+      spec_accepted_tokens(r.add_counter("calserve_spec_accepted_tokens_total",
+                                         "Drafted tokens the device's draws agreed with (kept; each one a token without a step).")
+                               .get()),
+      spec_acceptance_rate(r.add_gauge("calserve_spec_acceptance_rate",
+                                       "Accepted / drafted tokens since start (0 before any draft).")
+                               .get()),
       prefix_cache_queries(r.add_counter("calserve_prefix_cache_queries_tokens_total",
                                          "Prompt tokens looked up in the prefix cache.")
                                .get()),

@@ -174,6 +174,11 @@ struct calserve_metrics {
     counter& device_topk_rows;                // decode rows the host sampled from the head's top k and log_z
     counter& chained_steps;                   // decode jobs submitted before the job they chain from was read
     counter& d2h_bytes;                       // bytes the jobs' outputs moved to the host (per row, what it returns)
+    // Speculative decoding (docs/speculative.md).
+    counter& spec_verify_rows;                // decode rows that carried drafts (verify rows)
+    counter& spec_drafted_tokens;             // drafts sent to the device
+    counter& spec_accepted_tokens;            // of them, drafts the head kept
+    gauge& spec_acceptance_rate;              // accepted / drafted since start
     // Prefix cache (actors/prefix_cache.hpp).
     counter& prefix_cache_queries;            // prompt tokens looked up
     counter& prefix_cache_hits;               // of them, tokens served from cached KV

@@ -501,6 +501,9 @@ void simulation::finish(double limit_s) {
         report_.preemptions += e->batch_tick().preemptions();
     }
     for (auto p : device::all_fault_points) report_.faults_fired += host_->faults()->fires(p);
+    report_.verify_rows = std::uint64_t(metrics_->spec_verify_rows.value());
+    report_.drafted_tokens = std::uint64_t(metrics_->spec_drafted_tokens.value());
+    report_.accepted_tokens = std::uint64_t(metrics_->spec_accepted_tokens.value());
 }
 
 void_result ensure_synthetic_model(const std::filesystem::path& dir, const std::filesystem::path& tokenizer_dir,

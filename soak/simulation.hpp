@@ -69,6 +69,8 @@ struct sim_report {
     std::array<std::uint64_t, 5> finished{};  // by actors::finish_reason
     std::uint64_t greedy_checked = 0, messages = 0, faults_fired = 0, device_resets = 0, preemptions = 0;
     std::uint64_t cache_hit_tokens = 0;  // prompt tokens served from the prefix cache
+    // Speculative decoding: verify rows, drafted and accepted tokens (calserve_spec_* metrics).
+    std::uint64_t verify_rows = 0, drafted_tokens = 0, accepted_tokens = 0;
     std::uint64_t dead_episodes = 0, operator_resets = 0;  // device deaths, and the operator's resets after them
     std::int64_t end_ns = 0;
     std::vector<std::string> violations;

@@ -91,6 +91,19 @@ void add_reuse_plan(plan& p, std::uint64_t seed) {
             o = "runtime.kv_blocks=" + std::to_string(std::stoi(o.substr(18)) + 3);
 }
 
+// Speculative decoding (docs/speculative.md), from a generator of its own so the rest of a
+// seed's plan stays as it was: on a package (sampling head, latency model) about half the
+// seeds draft, with draft lengths and batch bounds that make verify rows share batches
+// with plain rows; the cpu-backend seeds keep their recorded behaviour (docs/soak.md).
+void add_speculative_plan(plan& p, std::uint64_t seed, bool on_package) {
+    std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 38);
+    auto pick = [&](std::initializer_list<int> xs) { return *(xs.begin() + rng() % xs.size()); };
+    if (!on_package || rng() % 2 != 0) return;
+    p.overrides.push_back("runtime.speculative.method=ngram");
+    p.overrides.push_back("runtime.speculative.draft_tokens=" + std::to_string(pick({2, 4, 7})));
+    p.overrides.push_back("runtime.speculative.max_batch=" + std::to_string(pick({4, 16})));
+}
+
 void print_plan(const plan& p, const soak_options& o, std::ostream& out) {
     out << "soak: seed=" << o.seed << " duration=" << double(o.duration_ns) / 1e9 << "s "
         << (o.package_dir.empty() ? "model=" + o.model_dir.string() : "package=" + o.package_dir.string())
@@ -335,6 +348,7 @@ void print_report(const sim_report& r, std::ostream& out) {
         << " slow_consumers=" << r.slow_consumers << " slow_cancels=" << r.slow_cancels
         << " fault_arms=" << r.arms << " faults_fired=" << r.faults_fired << " device_resets=" << r.device_resets
         << " preemptions=" << r.preemptions << " cache_hit_tokens=" << r.cache_hit_tokens
+        << " verify_rows=" << r.verify_rows << " drafted=" << r.drafted_tokens << " accepted=" << r.accepted_tokens
         << " dead_episodes=" << r.dead_episodes
         << " operator_resets=" << r.operator_resets << "\n  finished: stop=" << r.finished[0] << " length=" << r.finished[1] << " cancelled=" << r.finished[2]
         << " timeout=" << r.finished[3] << " error=" << r.finished[4] << " greedy_checked=" << r.greedy_checked
@@ -373,6 +387,7 @@ result<soak_outcome> run_soak(const soak_options& o, std::ostream& out) {
     std::mt19937_64 rng(o.seed);
     plan p = make_plan(rng);
     add_reuse_plan(p, o.seed);
+    add_speculative_plan(p, o.seed, !o.package_dir.empty());
     print_plan(p, o, out);
     soak_outcome outcome;
     if (!o.trace_path.empty()) {

@@ -127,6 +127,8 @@ result<what_if_report> run_what_if(const io::trace_file& trace, const replay_opt
     if (w.predicted.window_s > 0) w.engine.device_busy_fraction = f.device_busy_s / w.predicted.window_s;
     if (f.kv_blocks_capacity > 0) w.engine.kv_peak_fraction = double(f.kv_blocks_peak) / double(f.kv_blocks_capacity);
     w.engine.preemptions = r->report.preemptions;
+    w.engine.drafted = r->report.drafted_tokens;
+    w.engine.accepted = r->report.accepted_tokens;
     if (f.prefix_cache_queries > 0) w.engine.prefix_cache_hit_rate = f.prefix_cache_hits / f.prefix_cache_queries;
     w.messages_compared = r->compared;
     w.stream_identical = !r->divergence_seq && !r->fire_divergence;
@@ -140,7 +142,9 @@ json::object to_json(const what_if_report& r) {
     o["engine"] = json::object{{"device_busy_fraction", r.engine.device_busy_fraction},
                                {"kv_peak_fraction", r.engine.kv_peak_fraction},
                                {"preemptions", r.engine.preemptions},
-                               {"prefix_cache_hit_rate", r.engine.prefix_cache_hit_rate}};
+                               {"prefix_cache_hit_rate", r.engine.prefix_cache_hit_rate},
+                               {"spec_drafted_tokens", r.engine.drafted},
+                               {"spec_accepted_tokens", r.engine.accepted}};
     json::object stream{{"identical", r.stream_identical}, {"messages_compared", r.messages_compared}};
     if (!r.stream_identical) stream["divergence"] = r.divergence;
     o["stream"] = std::move(stream);
@@ -159,6 +163,8 @@ std::string render_table(std::span<const what_if_report> reports) {
         out += row(r.label, r.predicted,
                    fixed(e.device_busy_fraction, 2) + ", " + fixed(e.kv_peak_fraction, 2) + ", " +
                        std::to_string(e.preemptions) + ", " + fixed(e.prefix_cache_hit_rate, 2) +
+                       (e.drafted > 0 ? ", drafts kept " + std::to_string(e.accepted) + "/" + std::to_string(e.drafted)
+                                      : std::string()) +
                        (r.stream_identical ? "  [stream identical]" : ""));
     }
     return out;

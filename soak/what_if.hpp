@@ -63,6 +63,7 @@ struct engine_summary {
     double kv_peak_fraction = 0;      // most KV blocks in use at once / capacity
     std::uint64_t preemptions = 0;
     double prefix_cache_hit_rate = 0; // prompt tokens served from cache / looked up
+    std::uint64_t drafted = 0, accepted = 0;  // speculative decoding: drafted tokens, of them kept
 };
 
 struct what_if_report {

@@ -111,12 +111,6 @@ result<config> load_serve_config(const serve_options& o) {
     if (!o.config_file.empty()) file = o.config_file;
     auto cfg = config::load(file, overrides);
     if (!cfg) return cfg;
-    // Verify jobs exist on the device (docs/speculative.md) but the serving path
-    // does not form them yet: refuse rather than accept a setting that does nothing.
-    if (cfg->string("runtime.speculative.method") != "none")
-        return make_error(status::invalid_argument,
-                          "runtime.speculative.method=" + cfg->string("runtime.speculative.method") +
-                              ": the daemon does not draft yet (calserve runner speculative does; docs/speculative.md)");
     // Before any thread exists. glibc gives each thread its own arena; the
     // daemon allocates on one thread and frees on another (requests cross from
     // the network to the actors and back), and the freed pages stay resident in

@@ -2,6 +2,8 @@
 // the device (prefill, prefill chunk, golden prefill, decode, chained decode with the
 // sampling head's parameters) and what it takes from the outputs (draws, top-k rows,
 // logits and their NaN/Inf check).
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -271,4 +273,69 @@ TEST_CASE("encode_score_request: each position names the next prompt token, acro
     CHECK(encode_score_request(tokens, 4, 5, 3, 3) == std::vector<std::int32_t>{-1, 0, -1, 0, -1, 0});
     // No alternatives asked: the targets alone.
     CHECK(encode_score_request(tokens, 4, 0, 1, 2) == std::vector<std::int32_t>{12, 0, 13, 0});
+}
+
+TEST_CASE("encode_decode: a verify row feeds its input token, its drafts and a run of 1 + drafts", "[actors][codec][speculative]") {
+    job_context job;
+    job.vocab = k_vocab;
+    job.head_k = 8;
+    job.rows = {seq_of(11, {1, 2, 3}, 2), seq_of(12, {4, 5}, 1)};
+    job.chain_rows = {-1, -1};
+    job.drafts = {{7, 8, 9}, {}};  // row 0 verifies three drafts, row 1 is a plain step
+    job.head.assign(2, device::head_mode::sample);
+    const std::vector<std::int64_t> pasts{2, 1};
+    const auto in = encode_decode(job, 4, pasts, true);
+    CHECK(in.tokens == std::vector<std::int32_t>{3, 5, 0, 0});
+    CHECK(in.cur_seq_len == std::vector<std::uint32_t>{4, 1});
+    CHECK(in.past_kv_len == std::vector<std::uint32_t>{2, 1});
+    const auto width = std::size_t(device::k_verify_drafts_max);
+    REQUIRE(in.drafts.size() == 4 * width);
+    CHECK(std::vector<std::int32_t>(in.drafts.begin(), in.drafts.begin() + 3) == std::vector<std::int32_t>{7, 8, 9});
+    CHECK(std::all_of(in.drafts.begin() + 3, in.drafts.end(), [](std::int32_t t) { return t == 0; }));
+    job.drafts = {{}, {}};
+    CHECK(encode_decode(job, 4, pasts, true).drafts.empty());  // no row drafts: "draft_tokens" is not written
+}
+
+TEST_CASE("keep_verifiable_drafts: only rows the head draws, never a chained row, at most the verify width",
+          "[actors][codec][speculative]") {
+    job_context job;
+    job.vocab = k_vocab;
+    job.head_k = 8;
+    job.rows = {seq_of(1, {1}, 1), seq_of(2, {1}, 1), seq_of(3, {1}, 1)};
+    job.rows[1]->params.logprobs = true;  // top k on the host
+    job.chain_rows = {-1, -1, 0};
+    job.drafts = {std::vector<token_id>(9, 4), {5}, {6}};
+    keep_verifiable_drafts(job, true);
+    CHECK(job.drafts[0].size() == std::size_t(device::k_verify_drafts_max));
+    CHECK(job.drafts[1].empty());
+    CHECK(job.drafts[2].empty());
+    job.drafts = {{4}, {}, {}};
+    keep_verifiable_drafts(job, false);  // a profile without a head
+    CHECK_FALSE(job.verifies());
+}
+
+TEST_CASE("take_verify: kept drafts then the draw, cut after a stop id and at max_tokens; KV keeps the run",
+          "[actors][codec][speculative]") {
+    job_context job;
+    job.vocab = k_vocab;
+    job.rows = {seq_of(1, {1, 2}, 1), seq_of(2, {1, 2}, 1), seq_of(3, {1, 2}, 1), seq_of(4, {1, 2}, 1)};
+    for (auto& r : job.rows) r->prompt_len = 2, r->max_tokens = 10;
+    job.rows[1]->stop_ids = {8};  // a stop id among the kept drafts
+    job.rows[2]->max_tokens = 2;  // two tokens left
+    job.head.assign(4, device::head_mode::sample);
+    job.drafts = {{7, 8, 9}, {7, 8, 9}, {7, 8, 9}, {}};
+    job.drawn_tokens = {5, 5, 5, 6};
+    job.counts = {4, 4, 4, 1};
+    std::vector<std::int32_t> accepted{2, 3, 3, 0};
+    REQUIRE(take_verify(job, bytes_of(accepted)).ok());
+    CHECK(job.runs[0] == std::vector<token_id>{7, 8, 5});  // two kept, then the draw that differed
+    CHECK(job.runs[1] == std::vector<token_id>{7, 8});     // ends at the stop id: the rest is never emitted
+    CHECK(job.runs[2] == std::vector<token_id>{7, 8});     // max_tokens
+    CHECK(job.runs[3].empty());                             // a plain row: its draw alone (apply_draws)
+    CHECK(job.counts == std::vector<std::int64_t>{3, 2, 2, 1});
+    CHECK(job.accepted == std::vector<std::int32_t>{2, 3, 3, 0});
+
+    accepted[0] = 4;  // more than it drafted
+    CHECK(take_verify(job, bytes_of(accepted)).code() == status::internal);
+    CHECK(take_verify(job, bytes_of(std::vector<std::int32_t>{1})).code() == status::internal);
 }

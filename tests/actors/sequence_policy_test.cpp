@@ -58,9 +58,14 @@ TEST_CASE("BatchTick phase tables", "[actors][schedule]") {
     REQUIRE_FALSE(is_legal(k_seq_table, seq_phase::decode_chained, seq_phase::awaiting));
     REQUIRE_FALSE(is_legal(k_seq_table, seq_phase::finishing_chained, seq_phase::released));
     for (auto p : {seq_phase::prefill, seq_phase::decode, seq_phase::decode_chained, seq_phase::decode_unchained,
-                   seq_phase::finishing_chained})
+                   seq_phase::verify, seq_phase::finishing_chained})
         REQUIRE_FALSE(is_legal(k_seq_table, p, seq_phase::released));
     REQUIRE(in_two_jobs(seq_phase::decode_chained));
+    // A verify row is in one job and is never chained (its drafts come from its read tokens).
+    REQUIRE(holds_job(seq_phase::verify));
+    REQUIRE_FALSE(in_two_jobs(seq_phase::verify));
+    REQUIRE_FALSE(is_legal(k_seq_table, seq_phase::verify, seq_phase::decode_chained));
+    REQUIRE(is_legal(k_seq_table, seq_phase::verify, seq_phase::finishing_job));
     REQUIRE(holds_job(seq_phase::finishing_chained));
     // A cache hit's copy is a state of the device's copy: only a job makes it held.
     REQUIRE(is_legal(k_copy_table, device_copy::none, device_copy::copied));
