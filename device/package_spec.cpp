@@ -81,27 +81,38 @@ void_result order_profiles(package_spec& spec) {
     return {};
 }
 
+
+// A tensor's ping and pong buffers, page-aligned after `end`, which moves past them.
+tensor_desc place_after(std::uint64_t& end, std::string_view name, std::vector<std::int64_t> shape, dtype type) {
+    constexpr std::uint64_t page = 4096;
+    auto align = [](std::uint64_t v) { return (v + page - 1) / page * page; };
+    tensor_desc t{std::string(name), std::move(shape), type, 0, 0, 0, 0};
+    t.bytes = std::uint64_t(t.elements()) * dtype_size(type);
+    t.ping_address = align(end);
+    t.pong_address = align(t.ping_address + t.bytes);
+    end = t.pong_address + t.bytes;
+    return t;
+}
+
+// The end of the last buffer the submodel's tensors occupy.
+std::uint64_t buffers_end(const submodel_desc& d) {
+    std::uint64_t end = 0;
+    for (const auto* list : {&d.inputs, &d.outputs})
+        for (const auto& t : *list) end = std::max({end, t.ping_address + t.bytes, t.pong_address + t.bytes});
+    return end;
+}
 }  // namespace
 
 // The sampling head's tensors of a decode program (device/sampling_head.hpp), placed in
 // the program's I/O plan after its last buffer: ping and pong each page-aligned.
 void add_sampling_head(submodel_desc& d, std::int64_t k) {
-    std::uint64_t end = 0;
-    for (const auto* list : {&d.inputs, &d.outputs})
-        for (const auto& t : *list) end = std::max({end, t.ping_address + t.bytes, t.pong_address + t.bytes});
+    std::uint64_t end = buffers_end(d);
     add_sampling_head(d, k, end);
 }
 
 void add_sampling_head(submodel_desc& d, std::int64_t k, std::uint64_t& end) {
-    constexpr std::uint64_t page = 4096;
-    auto align = [](std::uint64_t v) { return (v + page - 1) / page * page; };
     auto place = [&](std::string_view name, std::vector<std::int64_t> shape, dtype type) {
-        tensor_desc t{std::string(name), std::move(shape), type, 0, 0, 0, 0};
-        t.bytes = std::uint64_t(t.elements()) * dtype_size(type);
-        t.ping_address = align(end);
-        t.pong_address = align(t.ping_address + t.bytes);
-        end = t.pong_address + t.bytes;
-        return t;
+        return place_after(end, name, std::move(shape), type);
     };
     const std::int64_t b = d.batch;
     d.inputs.push_back(place(k_head_params, {b, k_head_row_words}, dtype::uint32));
@@ -116,22 +127,13 @@ void add_sampling_head(submodel_desc& d, std::int64_t k, std::uint64_t& end) {
 }
 
 void add_scoring(submodel_desc& d) {
-    std::uint64_t end = 0;
-    for (const auto* list : {&d.inputs, &d.outputs})
-        for (const auto& t : *list) end = std::max({end, t.ping_address + t.bytes, t.pong_address + t.bytes});
+    std::uint64_t end = buffers_end(d);
     add_scoring(d, end);
 }
 
 void add_scoring(submodel_desc& d, std::uint64_t& end) {
-    constexpr std::uint64_t page = 4096;
-    auto align = [](std::uint64_t v) { return (v + page - 1) / page * page; };
     auto place = [&](std::string_view name, std::vector<std::int64_t> shape, dtype type) {
-        tensor_desc t{std::string(name), std::move(shape), type, 0, 0, 0, 0};
-        t.bytes = std::uint64_t(t.elements()) * dtype_size(type);
-        t.ping_address = align(end);
-        t.pong_address = align(t.ping_address + t.bytes);
-        end = t.pong_address + t.bytes;
-        return t;
+        return place_after(end, name, std::move(shape), type);
     };
     const std::int64_t n = d.max_tokens;
     d.inputs.push_back(place(k_score_request, {n, 2}, dtype::int32));
