@@ -12,6 +12,7 @@ using namespace calserve;
 using namespace calserve::device;
 using namespace std::chrono_literals;
 namespace dt = calserve::device::test;
+using dt::head_spec;
 
 namespace {
 
@@ -65,14 +66,6 @@ private:
     model::model_shape shape_;
     std::map<model::seq_id, std::vector<model::token_id>> hist_;
 };
-
-package_spec head_spec() {
-    auto p = dt::tiny_batched_spec();
-    for (auto& sm : p.submodels)
-        if (sm.kind == submodel_kind::decode) add_sampling_head(sm, 8);
-    p.sampling_head_k = 8;
-    return p;
-}
 
 std::shared_ptr<sim::sim_device> open(sim::manual_scheduler& clock, bool skew) {
     sim::sim_options o;

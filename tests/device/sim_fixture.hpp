@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "device/package_spec.hpp"
 #include "device/sim/sim_device.hpp"
 #include "device/bf16.hpp"
 
@@ -129,6 +130,15 @@ inline package_spec tiny_batched_spec() {
     p.submodels.push_back(decode_profile(k_decode_b4, k_batch, 0xe0000000));
     p.batch = k_batch;
     p.kv.slots = 8;
+    return p;
+}
+
+// tiny_batched_spec whose decode programs end in a sampling head of top-k 8 (device/sampling_head.hpp).
+inline package_spec head_spec() {
+    auto p = tiny_batched_spec();
+    for (auto& sm : p.submodels)
+        if (sm.kind == submodel_kind::decode) add_sampling_head(sm, 8);
+    p.sampling_head_k = 8;
     return p;
 }
 

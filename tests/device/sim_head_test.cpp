@@ -17,17 +17,10 @@ using namespace std::chrono_literals;
 namespace dt = calserve::device::test;
 using dt::k_decode_b4;
 using dt::k_prefill;
+using dt::head_spec;
 
 namespace {
 constexpr seq_id pad = k_padding_row;
-
-package_spec head_spec() {
-    auto p = dt::tiny_batched_spec();
-    for (auto& sm : p.submodels)
-        if (sm.kind == submodel_kind::decode) add_sampling_head(sm, 8);
-    p.sampling_head_k = 8;
-    return p;
-}
 
 struct head_fixture : dt::sim_fixture {
     head_fixture() : dt::sim_fixture(10, 2, head_spec()) {}

@@ -19,18 +19,11 @@ using namespace std::chrono_literals;
 namespace dt = calserve::device::test;
 using dt::k_decode_b4;
 using dt::k_prefill;
+using dt::head_spec;
 
 namespace {
 constexpr seq_id pad = k_padding_row;
 constexpr auto k_width = static_cast<std::size_t>(k_verify_drafts_max);
-
-package_spec head_spec() {
-    auto p = dt::tiny_batched_spec();
-    for (auto& sm : p.submodels)
-        if (sm.kind == submodel_kind::decode) add_sampling_head(sm, 8);
-    p.sampling_head_k = 8;
-    return p;
-}
 
 head_row sample_row(float temperature, std::uint64_t seed) {
     head_row h;
