@@ -206,13 +206,8 @@ TEST_CASE("NaN logits under the sampling head are a device fault, recovered with
 }
 
 TEST_CASE("preemption under a KV cap with chaining: all complete, tokens equal host sampling", "[engine][sampling_head][kv]") {
-    auto cap = [](std::vector<std::string> cfg) {
-        // 16-token blocks, 12 in all: eight sequences of up to 70 tokens cannot all hold their KV.
-        cfg.push_back("runtime.kv_blocks=12");
-        cfg.push_back("runtime.kv_step_tokens=16");
-        cfg.push_back("device.sim.kv_block_tokens=16");
-        return cfg;
-    };
+    // Eight sequences of up to 70 tokens cannot all hold their KV.
+    const auto cap = calserve::test::with_small_kv;
     engine_harness probe(calserve::test::on_package, k_device);
     std::vector<generation_request> requests;
     for (int i = 0; i < 8; ++i) requests.push_back(request_of(probe, 100 + i, 48 + i));

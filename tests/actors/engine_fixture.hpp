@@ -62,4 +62,13 @@ private:
     void open(const std::vector<std::string>& overrides, engine::engine_setup setup, actors::run_mode mode);
 };
 
+// `cfg` with a KV cap that makes eight long sequences preempt one another: 12 blocks of
+// 16 tokens (192 tokens for all of them).
+inline std::vector<std::string> with_small_kv(std::vector<std::string> cfg) {
+    cfg.push_back("runtime.kv_blocks=12");
+    cfg.push_back("runtime.kv_step_tokens=16");
+    cfg.push_back("device.sim.kv_block_tokens=16");
+    return cfg;
+}
+
 }  // namespace calserve::test
