@@ -64,6 +64,10 @@ struct bf16_vectors {
     simd_vector<std::uint16_t> data;
 };
 void round_vectors_bf16(const float* x, std::int64_t nvec, std::int64_t ldx, std::int64_t n, bf16_vectors& out);
+// The same with the vectors split across the pool (same bits; a prefill's rows no
+// longer wait on one thread while the other idles). Small batches run inline.
+void round_vectors_bf16(thread_pool& pool, const float* x, std::int64_t nvec, std::int64_t ldx, std::int64_t n,
+                        bf16_vectors& out);
 // Y[v * ldy + r - r0] = BF16 row r . vector v in the bf16 mode's arithmetic, v < nvec,
 // w.type == bf16. Register-blocked (several rows x several vectors per micro-kernel);
 // each output is one 16-lane chain over the columns in 32-element steps, then the
@@ -135,6 +139,9 @@ struct q8_vectors {
 };
 // n a multiple of 32.
 void quantize_vectors_q8(const float* x, std::int64_t nvec, std::int64_t ldx, std::int64_t n, q8_vectors& out);
+// The same with the vectors split across the pool (same bits).
+void quantize_vectors_q8(thread_pool& pool, const float* x, std::int64_t nvec, std::int64_t ldx, std::int64_t n,
+                         q8_vectors& out);
 // Y[v * ldy + r - r0] = Q8_0 row r . vector v (int8 products, per-block scales), v < nvec.
 // Row-exact: a vector's result does not depend on nvec. With AVX512_VNNI, `vpdpbusd`
 // micro-kernels of several rows x several vectors (register-blocked as the BF16

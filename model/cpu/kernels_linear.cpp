@@ -75,7 +75,7 @@ void linear_fused(thread_pool& pool, std::span<const linear_output> outs, const 
     if (w0.type == dtype::q8_0) {
         thread_local q8_vectors caller_xq;
         q8_vectors& xq = caller_xq;
-        quantize_vectors_q8(x, t, ldx, w0.cols, xq);
+        quantize_vectors_q8(pool, x, t, ldx, w0.cols, xq);
         pool.parallel_for(rows, 16, work, [&](std::int64_t b, std::int64_t e) {
             for_pieces(outs, b, e, [&](const linear_output& o, std::int64_t r0, std::int64_t r1) {
                 dot_rows_q8(o.w, r0, r1, xq, t, o.y + r0, o.ldy);
@@ -85,7 +85,7 @@ void linear_fused(thread_pool& pool, std::span<const linear_output> outs, const 
     }
     thread_local bf16_vectors caller_xb;
     bf16_vectors& xb = caller_xb;
-    round_vectors_bf16(x, t, ldx, w0.cols, xb);
+    round_vectors_bf16(pool, x, t, ldx, w0.cols, xb);
     pool.parallel_for(rows, 16, work, [&](std::int64_t b, std::int64_t e) {
         for_pieces(outs, b, e, [&](const linear_output& o, std::int64_t r0, std::int64_t r1) {
             dot_rows_bf16_products(o.w, r0, r1, xb, t, o.y + r0, o.ldy);
@@ -98,19 +98,19 @@ void linear(thread_pool& pool, const tensor_view& w, const float* x, std::int64_
     if (t <= 0 || w.rows <= 0) return;
     const std::int64_t work = w.rows * w.cols * t;
     if (w.type == dtype::q8_0) {
-        // Activations quantised once by the calling thread; every mode is the int8 kernel.
+        // Activations quantised once per call (rows split across the pool); every mode is the int8 kernel.
         // (A named reference: a lambda body naming a thread_local would read the worker's own.)
         thread_local q8_vectors caller_xq;
         q8_vectors& xq = caller_xq;
-        quantize_vectors_q8(x, t, ldx, w.cols, xq);
+        quantize_vectors_q8(pool, x, t, ldx, w.cols, xq);
         pool.parallel_for(w.rows, 16, work,
                           [&](std::int64_t b, std::int64_t e) { dot_rows_q8(w, b, e, xq, t, y + b, ldy); });
         return;
     }
     if (arith == arithmetic::bf16 && w.type == dtype::bf16) {
-        thread_local bf16_vectors caller_xb;  // rounded once by the calling thread, as Q8_0's
+        thread_local bf16_vectors caller_xb;  // rounded once per call, as Q8_0's
         bf16_vectors& xb = caller_xb;
-        round_vectors_bf16(x, t, ldx, w.cols, xb);
+        round_vectors_bf16(pool, x, t, ldx, w.cols, xb);
         pool.parallel_for(w.rows, 16, work,
                           [&](std::int64_t b, std::int64_t e) { dot_rows_bf16_products(w, b, e, xb, t, y + b, ldy); });
         return;

@@ -257,15 +257,22 @@ void vnni_side_data(const __m256i bytes, std::int32_t* corr) {
 bool q8_dot_vnni() { return g_vnni_allowed.load(std::memory_order_relaxed) && cpu_has_avx512_vnni(); }
 void allow_q8_dot_vnni(bool allowed) { g_vnni_allowed.store(allowed, std::memory_order_relaxed); }
 
-void quantize_vectors_q8(const float* x, std::int64_t nvec, std::int64_t ldx, std::int64_t n, q8_vectors& out) {
+namespace {
+
+void size_vectors_q8(std::int64_t nvec, std::int64_t n, q8_vectors& out) {
     const std::int64_t nb = n / k_block, np = (nb + 1) / 2;
     out.blocks = nb;
     out.q.resize(static_cast<std::size_t>(nvec * nb * k_block));
     out.d.resize(static_cast<std::size_t>(nvec * nb));
     out.corr.resize(static_cast<std::size_t>(nvec * nb * 8));
     out.d_pairs.assign(static_cast<std::size_t>(nvec * np * 16), 0.0f);
+}
+
+// Vectors [v0, v1) of an already sized `out`.
+void quantize_range(const float* x, std::int64_t v0, std::int64_t v1, std::int64_t ldx, q8_vectors& out) {
+    const std::int64_t nb = out.blocks, np = (nb + 1) / 2;
     const __m256 sign_mask = _mm256_set1_ps(-0.0f);
-    for (std::int64_t v = 0; v < nvec; ++v) {
+    for (std::int64_t v = v0; v < v1; ++v) {
         for (std::int64_t b = 0; b < nb; ++b) {
             const float* src = x + v * ldx + b * k_block;
             __m256 f[4];
@@ -292,6 +299,20 @@ void quantize_vectors_q8(const float* x, std::int64_t nvec, std::int64_t ldx, st
             std::fill_n(out.d_pairs.data() + (v * np + b / 2) * 16 + (b % 2) * 8, 8, d);
         }
     }
+}
+
+}  // namespace
+
+void quantize_vectors_q8(const float* x, std::int64_t nvec, std::int64_t ldx, std::int64_t n, q8_vectors& out) {
+    size_vectors_q8(nvec, n, out);
+    quantize_range(x, 0, nvec, ldx, out);
+}
+
+void quantize_vectors_q8(thread_pool& pool, const float* x, std::int64_t nvec, std::int64_t ldx, std::int64_t n,
+                         q8_vectors& out) {
+    size_vectors_q8(nvec, n, out);
+    // One prefill's vectors split across the threads; a decode batch's (< 64 x 1,024 values) inline.
+    pool.parallel_for(nvec, 1, nvec * n, [&](std::int64_t b, std::int64_t e) { quantize_range(x, b, e, ldx, out); });
 }
 
 void dot_rows_q8(const tensor_view& w, std::int64_t r0, std::int64_t r1, const q8_vectors& xq, std::int64_t nvec,

@@ -17,6 +17,18 @@ void add_into(float* x, const float* part, std::int64_t n) {
 
 }  // namespace
 
+// The per-row steps between the products (norms, RoPE, the KV stores, SiLU, the
+// residual adds) are independent across rows, so a prefill's rows are split across
+// the pool: with them on the calling thread alone, the other thread waited through
+// them (each row's numbers are the same whichever thread computes it). `per_row`
+// estimates a row's cost for the pool's inline threshold: a decode batch runs inline.
+template <class Fn>
+void transformer::impl::each_row(std::int64_t t, std::int64_t per_row, Fn&& fn) {
+    pool.parallel_for(t, 1, t * per_row, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) fn(i);
+    });
+}
+
 void transformer::impl::lin(const tensor_view& w, const float* x, std::int64_t t, std::int64_t ldx, float* y,
                             std::int64_t ldy) {
     linear(pool, w, x, t, ldx, y, ldy, mode, arith);
@@ -43,8 +55,9 @@ void transformer::impl::forward(std::span<const row_ref> rows, std::span<const s
     for (std::int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
         const layer_weights& lw = layers[static_cast<std::size_t>(l)];
         attention_block(lw, l, rows);
-        for (std::int64_t i = 0; i < t; ++i)
+        each_row(t, h * 8, [&](std::int64_t i) {
             rmsnorm(ws.x.data() + i * h, lw.post_norm.data(), h, static_cast<float>(cfg.rms_norm_eps), ws.xn.data() + i * h);
+        });
         if (lw.moe) moe_block(lw, t);
         else dense_block(lw, t);
     }
@@ -63,7 +76,9 @@ void transformer::impl::attention_block(const layer_weights& lw, std::int64_t la
     const auto t = static_cast<std::int64_t>(rows.size());
     const std::int64_t h = cfg.hidden_size, hd = cfg.head_dim, qd = q_dim(), kvd = kv_dim();
     const auto eps = static_cast<float>(cfg.rms_norm_eps);
-    for (std::int64_t i = 0; i < t; ++i) rmsnorm(ws.x.data() + i * h, lw.input_norm.data(), h, eps, ws.xn.data() + i * h);
+    each_row(t, h * 8, [&](std::int64_t i) {
+        rmsnorm(ws.x.data() + i * h, lw.input_norm.data(), h, eps, ws.xn.data() + i * h);
+    });
     ensure(ws.q, t * qd);
     ensure(ws.k, t * kvd);
     ensure(ws.v, t * kvd);
@@ -75,7 +90,7 @@ void transformer::impl::attention_block(const layer_weights& lw, std::int64_t la
                                      {lw.k.row_slice(k0, k1), ws.k.data() + k0, kvd},
                                      {lw.v.row_slice(k0, k1), ws.v.data() + k0, kvd}};
         linear_fused(pool, qkv, ws.xn.data(), t, h, mode, arith);
-        for (std::int64_t i = 0; i < t; ++i) {
+        each_row(t, (s.head_end - s.head_begin + s.kv_end - s.kv_begin) * hd * 4, [&](std::int64_t i) {
             const float* cs = ws.rope_cos.data() + i * (hd / 2);
             const float* sn = ws.rope_sin.data() + i * (hd / 2);
             for (std::int64_t hh = s.head_begin; hh < s.head_end; ++hh) {
@@ -90,10 +105,10 @@ void transformer::impl::attention_block(const layer_weights& lw, std::int64_t la
                 rope_rotate_half(kv, cs, sn, hd);
                 r.seq->kv.store(layer, r.pos, kh, kv, ws.v.data() + i * kvd + kh * hd);
             }
-        }
+        });
         attend(s, layer, rows);
         lin(lw.o.col_slice(q0, q1), ws.attn.data() + q0, t, qd, ws.part.data(), h);
-        add_into(ws.x.data(), ws.part.data(), t * h);
+        each_row(t, h * 8, [&](std::int64_t i) { add_into(ws.x.data() + i * h, ws.part.data() + i * h, h); });
     }
 }
 
@@ -123,9 +138,9 @@ void transformer::impl::dense_block(const layer_weights& lw, std::int64_t t) {
         const linear_output gate_up[] = {{lw.gate.row_slice(s.ffn_begin, s.ffn_end), ws.gate.data(), f},
                                          {lw.up.row_slice(s.ffn_begin, s.ffn_end), ws.up.data(), f}};
         linear_fused(pool, gate_up, ws.xn.data(), t, h, mode, arith);
-        silu_mul(ws.gate.data(), ws.up.data(), t * f);
+        each_row(t, f * 4, [&](std::int64_t i) { silu_mul(ws.gate.data() + i * f, ws.up.data() + i * f, f); });
         lin(lw.down.col_slice(s.ffn_begin, s.ffn_end), ws.gate.data(), t, f, ws.part.data(), h);
-        add_into(ws.x.data(), ws.part.data(), t * h);
+        each_row(t, h * 8, [&](std::int64_t i) { add_into(ws.x.data() + i * h, ws.part.data() + i * h, h); });
     }
 }
 

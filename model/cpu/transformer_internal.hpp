@@ -87,6 +87,9 @@ struct transformer::impl {
     void forward(std::span<const row_ref> rows, std::span<const std::int64_t> logit_rows, float* logits,
                  linear_mode how = linear_mode::fastest);
     void lin(const tensor_view& w, const float* x, std::int64_t t, std::int64_t ldx, float* y, std::int64_t ldy);
+    // fn(i) for rows i < t, split across the pool when t x per_row is large (prefill).
+    template <class Fn>
+    void each_row(std::int64_t t, std::int64_t per_row, Fn&& fn);
     void attention_block(const layer_weights& lw, std::int64_t layer, std::span<const row_ref> rows);
     void attend(const shard_range& s, std::int64_t layer, std::span<const row_ref> rows);
     void dense_block(const layer_weights& lw, std::int64_t t);

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <random>
+#include <vector>
 
 #include "model/core/bf16.hpp"
 #include "model/cpu/kernels.hpp"
@@ -80,4 +81,33 @@ TEST_CASE("linear_fused gives one linear call per matrix's bits: Q8_0 weights, b
         check_fused(model::dtype::q8_0, model::arithmetic::fp32);
     }
     model::allow_q8_dot_vnni(true);
+}
+
+// A prefill's activations are rounded (bf16 mode) or quantised (Q8_0) with the vectors
+// split across the pool: the same bytes as one thread, for every vector (zeros,
+// subnormals and a ragged width among them).
+TEST_CASE("rounding and quantising activations across the pool give one thread's bytes", "[kernels][fused]") {
+    const std::int64_t nvec = 300, n = 1024, ldx = n + 8;
+    std::mt19937 gen(11);
+    std::uniform_real_distribution<float> d(-3.0f, 3.0f);
+    std::vector<float> x(static_cast<std::size_t>(nvec * ldx));
+    for (auto& v : x) v = d(gen);
+    for (std::int64_t k = 0; k < n; ++k) x[static_cast<std::size_t>(5 * ldx + k)] = 0.0f;
+    for (std::int64_t k = 0; k < n; k += 3) x[static_cast<std::size_t>(7 * ldx + k)] = 1e-40f;
+    model::thread_pool pool(2);
+    model::bf16_vectors one, split;
+    model::round_vectors_bf16(x.data(), nvec, ldx, n, one);
+    model::round_vectors_bf16(pool, x.data(), nvec, ldx, n, split);
+    CHECK(one.ld == split.ld);
+    CHECK(one.data == split.data);
+    model::round_vectors_bf16(pool, x.data(), nvec, ldx, n - 40, split);  // width not a multiple of 32
+    model::round_vectors_bf16(x.data(), nvec, ldx, n - 40, one);
+    CHECK(one.data == split.data);
+    model::q8_vectors q_one, q_split;
+    model::quantize_vectors_q8(x.data(), nvec, ldx, n, q_one);
+    model::quantize_vectors_q8(pool, x.data(), nvec, ldx, n, q_split);
+    CHECK(q_one.q == q_split.q);
+    CHECK(q_one.d == q_split.d);
+    CHECK(q_one.corr == q_split.corr);
+    CHECK(q_one.d_pairs == q_split.d_pairs);
 }
