@@ -110,6 +110,7 @@ public:
     result<job_result> wait(job_id job, timeout limit) override;
     void wait_async(job_id job, timeout limit, completion_callback done) override;
     timeout expected_completion(job_id job) const override;
+    timeout prefill_cost(std::int64_t tokens, std::int64_t past) const override;
 
     bool kv_can_allocate(std::int64_t tokens) const override;
     void_result kv_allocate(seq_id sequence, std::int64_t reserve_tokens) override;
