@@ -414,4 +414,8 @@ TEST_CASE("prefill_cost under a fixed step time: every prefill costs the step, w
     test::sim_fixture f(10.0, 2.0);
     CHECK(f.dev->prefill_cost(1, 0) == 10ms);
     CHECK(f.dev->prefill_cost(100, 0) == 10ms);
+    // Priced at nothing (the cpu backend's constants) in virtual time, where no host rate is
+    // measured: the device cannot tell, and the chunk budget falls back to a token count.
+    test::sim_fixture unpaced(0.0, 0.0);
+    CHECK(unpaced.dev->prefill_cost(100, 0).count() == 0);
 }
