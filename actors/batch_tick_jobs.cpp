@@ -206,7 +206,7 @@ void batch_tick_actor::commit(const job_choice& choice, device::slot slot) {
         e.life.transition_to(choice.prefill ? seq_phase::prefill : run.empty() ? seq_phase::decode : seq_phase::verify);
         drafts.push_back(std::move(run));
         e.tokens_after = std::int64_t(e.seq->tokens.size()) + 1;
-        e.seq->prefill_alone = choice.prefill && entries_.size() == 1;  // schedule_policy: prefill_chunk_for
+        e.seq->prefill_alone = choice.prefill && entries_.size() == 1;  // schedule_policy: prefill_chunk_limit
         if (!choice.prefill) e.group = group;
         if (copy == device_copy::none || copy == device_copy::copied) (void)e.request.tell(rq_scheduled{}, id());
         rows.push_back(e.seq);

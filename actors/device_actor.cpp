@@ -195,8 +195,11 @@ void_result device_actor::fill_and_submit(const job_ptr& job) {
 void_result device_actor::fill_prefill(const job_ptr& job) {
     auto& seq = *job->rows.front();
     const auto device_kv = seq.device_len > 0 ? dev_->kv_length(seq.seq) : 0;
-    const auto chunk = prefill_chunk_for(options_.prefill_chunk, !seq.prefill_alone);
-    const auto span = plan_prefill(std::int64_t(seq.tokens.size()), seq.device_len, device_kv, chunk);
+    const auto tokens = std::int64_t(seq.tokens.size());
+    const auto rest = plan_prefill(tokens, seq.device_len, device_kv, 0);
+    const auto chunk = prefill_chunk_limit({options_.prefill_chunk, options_.prefill_chunk_target}, !seq.prefill_alone,
+                                           rest.count, [&](std::int64_t t) { return dev_->prefill_cost(t, rest.past); });
+    const auto span = plan_prefill(tokens, seq.device_len, device_kv, chunk);
     if (span.copy_lost) seq.device_len = seq.cached_tokens = 0;  // its KV was to come from the prefix cache
     job->partial = job->partial || span.partial;
     job->counts[0] = span.count;

@@ -130,6 +130,10 @@ struct device_actor_options {
     // Most tokens one prefill job feeds (runtime.prefill_chunk; 0 = the whole prompt):
     // a longer prompt is prefilled in chunks that interleave with decode batches.
     std::int64_t prefill_chunk = 0;
+    // The time one chunk may take beside other sequences (runtime.prefill_chunk_ms; 0 =
+    // chunks of `prefill_chunk` tokens): the chunk is the most tokens the device prices
+    // within it (schedule_policy: prefill_chunk_limit).
+    std::chrono::nanoseconds prefill_chunk_target{0};
     std::vector<decode_profile> decode_profiles;            // ascending batch; at least batch 1
     // Wait bound of a job: max(wait_timeout, wait_cost_factor x the device's expected
     // completion of it). The floor catches hangs of cheap jobs; the factor gives an

@@ -173,11 +173,19 @@ std::int64_t kv_grow_tokens(const kv_sizing& kv, std::int64_t tokens, std::int64
 
 bool kv_needs_grow(std::int64_t tokens, std::int64_t kv_tokens) { return tokens > kv_tokens; }
 
-std::int64_t prefill_chunk_for(std::int64_t chunk, bool others_active) { return others_active ? chunk : 0; }
-
-std::int64_t prefill_job_tokens(std::int64_t pending, std::int64_t chunk, bool others_active) {
-    const auto limit = prefill_chunk_for(chunk, others_active);
-    return limit <= 0 ? pending : std::min(pending, limit);
+std::int64_t prefill_chunk_limit(const chunk_budget& budget, bool others_active, std::int64_t pending,
+                                 const std::function<nanoseconds(std::int64_t)>& price) {
+    if (!others_active || budget.tokens <= 0) return 0;
+    if (budget.target <= nanoseconds{0}) return budget.tokens;
+    if (pending <= k_prefill_chunk_min) return 0;
+    if (price(k_prefill_chunk_min) <= nanoseconds{0}) return budget.tokens;  // the device cannot price it
+    if (price(pending) <= budget.target) return 0;                           // the rest fits: one job
+    std::int64_t lo = k_prefill_chunk_min, hi = pending;  // price(lo) fits or lo is the floor; price(hi) does not
+    while (hi - lo > 1) {
+        const auto mid = lo + (hi - lo) / 2;
+        (price(mid) <= budget.target ? lo : hi) = mid;
+    }
+    return lo;
 }
 
 bool preemptible(const victim_view& v) { return v.holds_kv && !v.in_job && !v.kv_request_out && !v.ending; }

@@ -51,6 +51,7 @@
 //!   are not ending; the victim is the most recently admitted candidate.
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -206,14 +207,25 @@ std::int64_t kv_grow_tokens(const kv_sizing& kv, std::int64_t tokens, std::int64
 // The next job would feed `tokens` past a reservation of `kv_tokens`.
 bool kv_needs_grow(std::int64_t tokens, std::int64_t kv_tokens);
 
-// Chunked prefill only where it buys something (docs/twin.md): a chunk re-reads the
-// weights, so a prompt with no other sequence beside it (none decoding, none waiting)
-// is fed whole; otherwise at most `chunk` tokens per job (runtime.prefill_chunk, the
-// token budget that bounds the others' inter-token gap; 0 = whole prompts). Returns
-// the tokens the next prefill job of a sequence with `pending` unfed tokens feeds;
-// `prefill_chunk_for` the chunk limit the job codec applies (0 = whole).
-std::int64_t prefill_chunk_for(std::int64_t chunk, bool others_active);
-std::int64_t prefill_job_tokens(std::int64_t pending, std::int64_t chunk, bool others_active);
+// Chunked prefill only where it buys something (docs/twin.md section 6): a chunk
+// re-reads the weights, so a prompt with no other sequence beside it (none decoding,
+// none waiting) is fed whole. Beside others the chunk is Sarathi-Serve's token budget,
+// priced: the most tokens whose prefill the device prices within `target`
+// (runtime.prefill_chunk_ms, the time the others' streams wait for one chunk; their gap
+// is then at most about the target plus one decode step), never fewer than
+// k_prefill_chunk_min; a prompt whose rest fits the target goes whole. Where the
+// device cannot price (`price` 0) or the target is 0: `tokens` (runtime.prefill_chunk).
+// `tokens` 0 = whole prompts always (both keys off).
+struct chunk_budget {
+    std::int64_t tokens = 0;   // runtime.prefill_chunk
+    nanoseconds target{0};     // runtime.prefill_chunk_ms
+};
+inline constexpr std::int64_t k_prefill_chunk_min = 64;
+// `price(t)`: the device's expected time of a prefill job feeding the next `t` of the
+// `pending` tokens (non-decreasing in t; 0 = cannot tell). Returns the most tokens the
+// next prefill job feeds (the job codec's chunk limit), 0 = the whole rest.
+std::int64_t prefill_chunk_limit(const chunk_budget& budget, bool others_active, std::int64_t pending,
+                                 const std::function<nanoseconds(std::int64_t)>& price);
 
 // Preemption by recompute: the victim when a running sequence cannot extend its
 // KV — the most recently admitted candidate (it may be the one that asked, whose

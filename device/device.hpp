@@ -147,6 +147,12 @@ public:
     // than the configured floor (docs/faults.md, "Wait bounds"). An injected slowdown
     // is not part of the expectation: it is what the bound exists to catch.
     virtual timeout expected_completion(job_id job) const = 0;
+    // The price of a prefill job not yet submitted: how long the device expects a prefill
+    // feeding `tokens` more tokens to a sequence holding `past` to compute (the
+    // simulator's latency model; a backend whose jobs the host computes, by its measured
+    // rates). The runtime sizes prefill chunks by it (runtime.prefill_chunk_ms). Zero
+    // when the backend cannot tell.
+    virtual timeout prefill_cost(std::int64_t /*tokens*/, std::int64_t /*past*/) const { return timeout{0}; }
 
     // --- KV (allocate, apply, free, clear, canAllocate) ---
     virtual bool kv_can_allocate(std::int64_t tokens) const = 0;

@@ -82,6 +82,7 @@ actors::device_actor_options device_options_of(const config& cfg, std::string pr
     actors::device_actor_options dopt;
     dopt.prefill_submodel = std::move(prefill_submodel);
     dopt.prefill_chunk = cfg.integer("runtime.prefill_chunk");
+    dopt.prefill_chunk_target = std::chrono::nanoseconds(std::llround(cfg.number("runtime.prefill_chunk_ms") * 1e6));
     dopt.decode_profiles = std::move(profiles);
     dopt.wait_timeout = std::chrono::milliseconds(cfg.integer("device.wait_timeout_ms"));
     dopt.wait_cost_factor = cfg.number("device.wait_cost_factor");

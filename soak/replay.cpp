@@ -111,7 +111,8 @@ private:
 // Keys added after daemon traces were first recorded, with the value the engine ran
 // before them. A daemon trace records every runtime/device key, so one without such a
 // key ran without the feature, and its replay (and what-if) runs without it too.
-constexpr std::pair<std::string_view, std::string_view> k_keys_since[] = {{"runtime.admit_window_us", "0"}};
+constexpr std::pair<std::string_view, std::string_view> k_keys_since[] = {{"runtime.admit_window_us", "0"},
+                                                                      {"runtime.prefill_chunk_ms", "0"}};
 
 std::vector<std::string> recorded_overrides(const io::trace_header& h) {
     std::vector<std::string> out;

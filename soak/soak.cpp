@@ -84,7 +84,11 @@ void add_reuse_plan(plan& p, std::uint64_t seed) {
     const bool cache = rng() % 5 != 0;
     p.overrides.push_back(std::string("runtime.prefix_cache=") + (cache ? "true" : "false"));
     p.overrides.push_back("runtime.prefix_cache_block=16");
-    p.overrides.push_back("runtime.prefill_chunk=" + std::to_string(pick({0, 8, 24, 512})));
+    const int chunk = pick({0, 8, 24, 512});
+    p.overrides.push_back("runtime.prefill_chunk=" + std::to_string(chunk));
+    // Soak prompts are short: the priced budget (runtime.prefill_chunk_ms) would feed them
+    // whole, so the small chunks are fixed token counts and 512 keeps the priced default.
+    if (chunk != 512) p.overrides.push_back("runtime.prefill_chunk_ms=0");
     // A capped KV keeps room for the longest prompt with a whole stem (40 tokens, 3 blocks).
     for (auto& o : p.overrides)
         if (o.starts_with("runtime.kv_blocks=") && o != "runtime.kv_blocks=0")

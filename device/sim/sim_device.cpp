@@ -22,6 +22,7 @@ sim_options sim_options::from_config(const config& cfg) {
     o.calcores_per_chip = static_cast<std::uint32_t>(cfg.integer("device.sim.calcores_per_chip"));
     o.kv_block_tokens = cfg.integer("device.sim.kv_block_tokens");
     o.cost_package = cfg.string("device.sim.cost_package");
+    o.price_by_host_rates = !cfg.boolean("runtime.recordable");
     return o;
 }
 

@@ -67,6 +67,10 @@ struct sim_options {
     std::shared_ptr<fault_registry> faults;  // shared with the control socket; created when null
     model_factory make_model;             // builds the reference model at configure
     model::arithmetic arithmetic = model::arithmetic::fp32;  // make_model's mode (device_info::arithmetic)
+    // prefill_cost of a job the latency model prices at nothing (the cpu backend) by the
+    // host's measured rates (real time only). Off in a recordable daemon: a measured rate
+    // is not in the trace, so a replay could not size the chunks it sized.
+    bool price_by_host_rates = true;
 
     // Constants and capacities from `device.sim.*`; the caller supplies scheduler and factory.
     static sim_options from_config(const config& cfg);
@@ -110,6 +114,7 @@ public:
     result<job_result> wait(job_id job, timeout limit) override;
     void wait_async(job_id job, timeout limit, completion_callback done) override;
     timeout expected_completion(job_id job) const override;
+    timeout prefill_cost(std::int64_t tokens, std::int64_t past) const override;
 
     bool kv_can_allocate(std::int64_t tokens) const override;
     void_result kv_allocate(seq_id sequence, std::int64_t reserve_tokens) override;

@@ -580,6 +580,19 @@ timeout sim_device::expected_completion(job_id id) const {
     return timeout{std::int64_t(ns)};
 }
 
+// The latency model's compute time of the prefill step (the NPU's time, whatever the
+// host takes to compute the stand-in numbers). The cpu backend's model prices nothing
+// (its constants are zero): there the host is the device, priced by its measured rate
+// for the work in real time, and not at all in virtual time (nothing is measured).
+timeout sim_device::prefill_cost(std::int64_t tokens, std::int64_t past) const {
+    std::lock_guard lock(mutex_);
+    if (!latency_ || tokens <= 0) return timeout{0};
+    const double ms = latency_->step(submodel_kind::prefill, tokens, past).total_ms;
+    if (ms > 0 || !worker_ || !options_.price_by_host_rates) return timeout{ms_to_ns(ms)};
+    const std::int64_t pasts[] = {past};
+    return timeout{std::llround(host_cost_.estimate_ns(job_kind::prefill, host_cost_model::work(tokens, pasts)))};
+}
+
 sim_device::compute_worker::compute_worker() : thread_([this](std::stop_token st) { run(st); }) {}
 
 sim_device::compute_worker::~compute_worker() {

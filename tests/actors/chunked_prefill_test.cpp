@@ -1,5 +1,6 @@
-// Chunked prefill (runtime.prefill_chunk) on the deterministic runtime: a long
-// prompt prefilled in chunks gives exactly the tokens of one whole prefill, and
+// Chunked prefill on the deterministic runtime, in fixed chunks of runtime.prefill_chunk
+// tokens (runtime.prefill_chunk_ms=0: the tiny package's prefills are priced well
+// within the default target, so they would never be chunked): a long prompt prefilled in chunks gives exactly the tokens of one whole prefill, and
 // a stream already decoding keeps receiving tokens between the chunks instead of
 // waiting for the whole prompt.
 #include <catch2/catch.hpp>
@@ -39,7 +40,7 @@ struct race {
 };
 
 race run_race(int chunk) {
-    engine_harness h({"runtime.prefill_chunk=" + std::to_string(chunk), "runtime.max_inflight=1",
+    engine_harness h({"runtime.prefill_chunk=" + std::to_string(chunk), "runtime.prefill_chunk_ms=0", "runtime.max_inflight=1",
                       "runtime.prefix_cache=false"});
     auto clock = std::make_shared<std::atomic<int>>(0);
     auto streaming = std::make_shared<ordered_sink>(clock);
@@ -62,9 +63,9 @@ TEST_CASE("chunked prefill: the same tokens as one whole prefill, at any chunk s
     const auto expected = calserve::test::reference_greedy(calserve::test::tiny_model_dir(), prompt, 10);
     for (int chunk : {0, 1000, 64, 37, 1}) {
         INFO("chunk " << chunk);
-        engine_harness h({"runtime.prefill_chunk=" + std::to_string(chunk)});
+        engine_harness h({"runtime.prefill_chunk=" + std::to_string(chunk), "runtime.prefill_chunk_ms=0"});
         auto sink = std::make_shared<calserve::test::recording_sink>();
-        // A stream beside it: a prompt alone is never chunked (prefill_job_tokens).
+        // A stream beside it: a prompt alone is never chunked (prefill_chunk_limit).
         auto beside = std::make_shared<calserve::test::recording_sink>();
         REQUIRE(h.engine->submit(h.greedy("beside", calserve::test::random_prompt(5, 4), 30), beside).ok());
         REQUIRE(h.engine->submit(h.greedy("r", prompt, 10), sink).ok());
@@ -90,7 +91,7 @@ TEST_CASE("chunked prefill: a prompt with nothing beside it runs whole, one job"
     // Each chunk re-reads the weights: alone, a prompt pays nothing for the chunk size.
     const auto prompt = calserve::test::random_prompt(22, 300);
     auto jobs_for = [&](int chunk) {
-        engine_harness h({"runtime.prefill_chunk=" + std::to_string(chunk), "runtime.prefix_cache=false"});
+        engine_harness h({"runtime.prefill_chunk=" + std::to_string(chunk), "runtime.prefill_chunk_ms=0", "runtime.prefix_cache=false"});
         int jobs = 0;  // the BatchTick's job hand-overs to the ChipSession
         h.rt.set_delivery_hook([&](const delivery& d) { jobs += d.type == "cs_run" ? 1 : 0; });
         auto sink = std::make_shared<calserve::test::recording_sink>();

@@ -302,20 +302,58 @@ TEST_CASE("plan_start table", "[actors][schedule]") {
     REQUIRE(plan_start({9, 100, 4, false}) == d{admission::queue, status::ok});  // the door bounds the queue
 }
 
-TEST_CASE("prefill_job_tokens: whole when alone, the chunk beside others", "[actors][schedule]") {
+TEST_CASE("prefill_chunk_limit: whole when alone, the fixed chunk beside others", "[actors][schedule]") {
+    const auto unpriced = [](std::int64_t) { return 0ns; };
     struct row {
         std::int64_t pending, chunk;
         bool others;
-        std::int64_t fed;
+        std::int64_t limit;  // 0 = the whole rest in one job
     };
-    for (const auto& r : {row{8192, 512, false, 8192},  // alone: each chunk would re-read the weights
-                          row{8192, 512, true, 512},    // beside decoding streams: the token budget
-                          row{300, 512, true, 300},     // the last (or only) chunk
-                          row{8192, 0, true, 8192},     // runtime.prefill_chunk=0: whole prompts
-                          row{1, 512, true, 1}}) {
+    for (const auto& r : {row{8192, 512, false, 0},  // alone: each chunk would re-read the weights
+                          row{8192, 512, true, 512},  // beside decoding streams: the token budget
+                          row{300, 512, true, 512},   // the codec feeds the last (or only) chunk whole
+                          row{8192, 0, true, 0}}) {   // runtime.prefill_chunk=0: whole prompts
         INFO(r.pending << " " << r.chunk << " " << r.others);
-        CHECK(prefill_job_tokens(r.pending, r.chunk, r.others) == r.fed);
+        CHECK(prefill_chunk_limit({r.chunk, 0ms}, r.others, r.pending, unpriced) == r.limit);
+        CHECK(prefill_chunk_limit({r.chunk, 100ms}, r.others, r.pending, unpriced) == r.limit);  // cannot price
     }
+}
+
+TEST_CASE("prefill_chunk_limit: beside others, the most tokens priced within the target", "[actors][schedule]") {
+    // A chunk costs a weight read (40 ms) and 0.1 ms per token: 100 ms buys 600 tokens.
+    int calls = 0;
+    const auto linear = [&](std::int64_t t) {
+        ++calls;
+        return std::chrono::duration_cast<nanoseconds>(40ms + t * 100us);
+    };
+    struct row {
+        std::int64_t pending;
+        nanoseconds target;
+        std::int64_t limit;
+    };
+    for (const auto& r : {row{8192, 100ms, 600},    // the token budget the target buys
+                          row{8192, 150ms, 1100},
+                          row{8192, 40ms + 6400us, k_prefill_chunk_min},  // exactly the floor
+                          row{8192, 10ms, k_prefill_chunk_min},           // nothing fits: the floor, progress
+                          row{600, 100ms, 0},      // the rest fits the target: one job
+                          row{601, 100ms, 600},
+                          row{40, 1ms, 0}}) {      // shorter than the floor: whole
+        INFO(r.pending << " tokens, target " << r.target.count() << " ns");
+        calls = 0;
+        const auto limit = prefill_chunk_limit({512, r.target}, true, r.pending, linear);
+        CHECK(calls <= 16);  // a bisection, not a scan
+        CHECK(limit == r.limit);
+        if (limit > 0) CHECK(linear(limit) <= std::max(r.target, linear(k_prefill_chunk_min)));
+        if (limit > 0 && limit < r.pending && limit > k_prefill_chunk_min) CHECK(linear(limit + 1) > r.target);
+    }
+    CHECK(prefill_chunk_limit({512, 100ms}, false, 8192, linear) == 0);  // alone: whole, whatever the price
+    CHECK(prefill_chunk_limit({0, 100ms}, true, 8192, linear) == 0);     // runtime.prefill_chunk=0: always whole
+    // A price that grows with the past (attention): later chunks of the same prompt are smaller.
+    const auto with_past = [](std::int64_t past) {
+        return [past](std::int64_t t) { return std::chrono::duration_cast<nanoseconds>(40ms + t * (100us + past * 10ns)); };
+    };
+    CHECK(prefill_chunk_limit({512, 100ms}, true, 8192, with_past(4096)) <
+          prefill_chunk_limit({512, 100ms}, true, 8192, with_past(0)));
 }
 
 TEST_CASE("admission window: after a sequence leaves, the next decode waits for a prompt to take its place",

@@ -118,7 +118,7 @@ TEST_CASE("a prompt token's score is the logprob it gets when generated greedily
         generate_then_score({"log.level=warn"}, 9, 12, false);
     }
     SECTION("a long prompt prefilled in chunks") {
-        generate_then_score({"log.level=warn", "runtime.prefill_chunk=16"}, 70, 10, false);
+        generate_then_score({"log.level=warn", "runtime.prefill_chunk=16", "runtime.prefill_chunk_ms=0"}, 70, 10, false);
     }
     SECTION("beside a prefix cache entry of the same prompt, which it does not use") {
         generate_then_score({"log.level=warn"}, 20, 8, true);

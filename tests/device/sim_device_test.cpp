@@ -383,3 +383,39 @@ TEST_CASE("a job whose wait timed out is freed by the reset that follows") {
     f.clock.advance_by(100ms);
     CHECK(f.dev->jobs_alive() == 0);
 }
+
+TEST_CASE("prefill_cost prices a prefill not yet submitted as the latency model will time it") {
+    test::sim_fixture f(-1.0, -1.0);  // the latency model, no override
+    const auto* model = f.dev->latency();
+    REQUIRE(model);
+    std::chrono::nanoseconds last{0};
+    for (std::int64_t tokens : {1, 16, 64, 100}) {
+        const auto cost = f.dev->prefill_cost(tokens, 20);
+        INFO(tokens << " tokens");
+        CHECK(cost.count() == std::llround(model->step(submodel_kind::prefill, tokens, 20).total_ms * 1e6));
+        CHECK(cost > last);  // more tokens cost more: the chunk budget bisects on it
+        last = cost;
+    }
+    CHECK(f.dev->prefill_cost(64, 60) >= f.dev->prefill_cost(64, 0));  // attention over a longer past
+    CHECK(f.dev->prefill_cost(0, 0).count() == 0);
+    // The modelled job computes for exactly the price.
+    REQUIRE(f.dev->kv_allocate(1, 64).ok());
+    const auto price = f.dev->prefill_cost(16, 0);
+    auto job = f.submit(k_prefill, slot::ping, 1, std::vector<std::int32_t>(16, 3));
+    REQUIRE(job.ok());
+    std::optional<job_result> done;
+    f.dev->wait_async(*job, 10s, [&](result<job_result> r) { REQUIRE(r.ok()); done = *r; });
+    f.clock.run_until_idle();
+    REQUIRE(done);
+    CHECK(done->timing.compute_end_ns - done->timing.compute_start_ns == price.count());
+}
+
+TEST_CASE("prefill_cost under a fixed step time: every prefill costs the step, whatever its tokens") {
+    test::sim_fixture f(10.0, 2.0);
+    CHECK(f.dev->prefill_cost(1, 0) == 10ms);
+    CHECK(f.dev->prefill_cost(100, 0) == 10ms);
+    // Priced at nothing (the cpu backend's constants) in virtual time, where no host rate is
+    // measured: the device cannot tell, and the chunk budget falls back to a token count.
+    test::sim_fixture unpaced(0.0, 0.0);
+    CHECK(unpaced.dev->prefill_cost(100, 0).count() == 0);
+}
