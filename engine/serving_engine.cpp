@@ -50,6 +50,9 @@ struct serving_engine::watch {
 
 namespace {
 
+// The runner's head (calserve runner speculative) and the package presets' are top-64 too.
+constexpr std::int64_t k_cpu_default_head_k = 64;
+
 // The package's decode programs by batch size, ascending (one per size).
 std::vector<actors::decode_profile> decode_profiles_of(const device::package_spec& spec) {
     std::vector<actors::decode_profile> out;
@@ -114,6 +117,15 @@ actors::batch_tick_options tick_options_of(const config& cfg, std::int64_t max_b
     bopt.chain_tokens = cfg.boolean("runtime.chain_tokens");
     bopt.speculative = model::speculative::speculative_options::from_config(cfg);
     return bopt;
+}
+
+// The top-k of the cpu backend's sampling head (docs/config.md `device.cpu_sampling_head`):
+// as configured, or by default a top-64 head when drafting is on (drafts are verified by
+// the head) and none otherwise (the cpu backend's plain serving as before).
+std::int64_t cpu_head_k(const config& cfg) {
+    const auto k = cfg.integer("device.cpu_sampling_head");
+    if (k >= 0) return k;
+    return cfg.string("runtime.speculative.method") != "none" ? k_cpu_default_head_k : 0;
 }
 
 // Forwards to the client's sink and tells the watchdog that tokens are flowing.
@@ -259,7 +271,7 @@ void_result serving_engine::open_device(const config& cfg, const engine_setup& s
         faults_ = std::make_shared<device::fault_registry>(std::uint64_t(cfg.integer("device.sim.seed")));
         declare_engine_consumers(*faults_);
     }
-    auto dev = !setup.model_dir.empty() ? device::sim::open_cpu_device(setup.model_dir, cfg, *scheduler_, faults_)
+    auto dev = !setup.model_dir.empty() ? device::sim::open_cpu_device(setup.model_dir, cfg, *scheduler_, faults_, cpu_head_k(cfg))
                                         : device::sim::open_sim_device(setup.package_dir, cfg, *scheduler_, faults_);
     if (!dev) return dev.error();
     device_ = *dev;

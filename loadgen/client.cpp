@@ -165,9 +165,10 @@ std::string completion_body(const stream_request& req) {
                       {"max_tokens", req.max_tokens},
                       {"stream", true},
                       {"ignore_eos", true},
-                      {"temperature", 0.0},
+                      {"temperature", req.temperature},
                       {"stream_options", json::object{{"include_usage", true}}}};
     if (!req.response_format.empty()) body["response_format"] = json::parse(req.response_format);
+    if (req.temperature > 0.0) body["seed"] = req.seed;
     return json_text(body);
 }
 

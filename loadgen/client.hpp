@@ -109,6 +109,8 @@ struct stream_request {
     std::int64_t max_tokens = 1;
     std::chrono::milliseconds timeout{600000};
     std::string response_format{};  // JSON object text sent as `response_format`; empty = none
+    double temperature = 0.0;       // 0: greedy; above 0 the request also carries `seed`
+    std::uint64_t seed = 0;         // the request's sampling seed (sent only with a temperature)
 };
 
 // Sends one `stream: true` completion (ignore_eos, include_usage) and fills `rec`.

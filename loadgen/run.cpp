@@ -124,6 +124,8 @@ void one_request(const endpoint& ep, const std::string& label, const run_options
     rec.server = label;
     ++prog.in_flight;
     stream_request req{opt.model, prompt, opt.output_tokens, opt.timeout, opt.response_format};
+    req.temperature = opt.temperature;
+    req.seed = opt.seed * 1000003u + rec.index;
     stream_completion(ep, req, origin, rec);
     --prog.in_flight;
     if (!rec.ok) ++prog.failed;

@@ -34,6 +34,10 @@ struct run_options {
     std::uint64_t seed = 1;
     std::chrono::milliseconds timeout{600000};
     std::string response_format;    // JSON object text for every request's `response_format`; empty = none
+    // Sampling temperature of every request (0: greedy). Above 0 each request carries
+    // a seed derived from `seed` and its position in the run, so both servers of
+    // --compare draw alike for the same prompt.
+    double temperature = 0.0;
     // Prefix-reuse workloads: `turns` > 1 makes each group of `turns` requests one
     // conversation whose turn t re-sends the first t x prompt_tokens tokens of its
     // history (run in order by one client); `shared_prefix` tokens, the same for every

@@ -26,8 +26,16 @@ struct plan {
     // requests stay as they were: the share of prompts that start with one of a few
     // shared stems (prefix cache hits), and the prefill chunk.
     double stem_share = 0;
+    // Speculative decoding (drafting seeds only, a generator of its own again): the share
+    // of prompts that repeat a span of themselves, answered with longer outputs, so n-gram
+    // lookup finds drafts and verify rows form (add_speculative_plan).
+    double repeat_share = 0;
     std::vector<std::string> overrides;
 };
+
+// Drafting seeds' repeating prompts: a span of 4-12 tokens, 3-5 times (at most 60
+// tokens), answered with 32-96 tokens.
+constexpr int k_repeat_prompt_max = 60, k_repeat_new_max = 96;
 
 const char* const k_fault_points[] = {"wait_timeout", "ccu_exception", "device_lost", "logits_nan", "d2h_error",
                                       "submit_busy", "kv_alloc_fail", "h2d_error", "slow_infer", "submit_error"};
@@ -98,7 +106,9 @@ void add_reuse_plan(plan& p, std::uint64_t seed) {
 // Speculative decoding (docs/speculative.md), from a generator of its own so the rest of a
 // seed's plan stays as it was: on a package (sampling head, latency model) about half the
 // seeds draft, with draft lengths and batch bounds that make verify rows share batches
-// with plain rows; the cpu-backend seeds keep their recorded behaviour (docs/soak.md).
+// with plain rows, and a share of requests whose prompts repeat a span and whose outputs
+// run long enough for the policy to draft and verify (a capped KV gets room for one such
+// sequence); the cpu-backend seeds keep their recorded behaviour (docs/soak.md).
 void add_speculative_plan(plan& p, std::uint64_t seed, bool on_package) {
     std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 38);
     auto pick = [&](std::initializer_list<int> xs) { return *(xs.begin() + rng() % xs.size()); };
@@ -106,6 +116,11 @@ void add_speculative_plan(plan& p, std::uint64_t seed, bool on_package) {
     p.overrides.push_back("runtime.speculative.method=ngram");
     p.overrides.push_back("runtime.speculative.draft_tokens=" + std::to_string(pick({2, 4, 7})));
     p.overrides.push_back("runtime.speculative.max_batch=" + std::to_string(pick({4, 16})));
+    p.repeat_share = pick({1, 2, 3}) / 4.0;
+    const int room = (k_repeat_prompt_max + k_repeat_new_max + 15) / 16;
+    for (auto& o : p.overrides)
+        if (o.starts_with("runtime.kv_blocks=") && o != "runtime.kv_blocks=0")
+            o = "runtime.kv_blocks=" + std::to_string(std::stoi(o.substr(18)) + room);
 }
 
 void print_plan(const plan& p, const soak_options& o, std::ostream& out) {
@@ -116,7 +131,7 @@ void print_plan(const plan& p, const soak_options& o, std::ostream& out) {
         << " greedy_share=" << p.greedy_share << " cancel_share=" << p.cancel_share
         << " deadline_share=" << p.deadline_share << " eos_share=" << p.eos_share
         << " disconnect_share=" << p.disconnect_share << " slow_share=" << p.slow_share
-        << " stem_share=" << p.stem_share
+        << " stem_share=" << p.stem_share << " repeat_share=" << p.repeat_share
         << " mean_fault_gap_s=" << p.mean_fault_gap_s << "\n  config:";
     for (const auto& ov : p.overrides) out << " " << ov;
     out << std::endl;  // long runs: show the plan before the hours of work
@@ -137,7 +152,8 @@ public:
     traffic(const plan& p, std::uint64_t seed, std::int64_t duration_ns, std::int64_t vocab)
         : p_(p), rng_(seed * 0x9E3779B97F4A7C15ull + 1), duration_(duration_ns),
           vocab_(std::min<std::int64_t>(vocab, 150000)), burst_rng_(seed * 0xBF58476D1CE4E5B9ull + 11),
-          stem_rng_(seed * 0x94D049BB133111EBull + 5), pair_rng_(seed * 0x2545F4914F6CDD1Dull + 13) {
+          stem_rng_(seed * 0x94D049BB133111EBull + 5), pair_rng_(seed * 0x2545F4914F6CDD1Dull + 13),
+          repeat_rng_(seed * 0xA0761D6478BD642Full + 38) {
         // Three stems: a shared system prompt, two agents.
         for (auto& stem : stems_)
             for (int i = 0; i < k_stem_tokens; ++i) stem.push_back(std::int32_t(stem_rng_() % std::uint64_t(vocab_)));
@@ -208,6 +224,7 @@ private:
             s.prompt.insert(s.prompt.begin(), stem.begin(), stem.begin() + shared);
         }
         s.max_tokens = between(1, p_.max_new);
+        repeat_span(s);
         s.ignore_eos = unit() >= p_.eos_share;
         if (unit() >= p_.greedy_share) {
             s.temperature = 0.3 + 1.2 * unit();
@@ -223,6 +240,21 @@ private:
         std::optional<consumer_model> consumer;
         if (unit() < p_.slow_share) consumer = consumer_model{double(between(1, 60)), between(1, 8)};
         return generated{s, consumer};
+    }
+
+    // Drafting seeds: a share of prompts become a span of their own tokens repeated, with a
+    // longer output (drawn from a generator of its own, so the main one advances as before),
+    // so the sequence's tokens repeat and n-gram lookup drafts.
+    void repeat_span(io::trace_submit& s) {
+        if (p_.repeat_share <= 0 || double(repeat_rng_() % 1000) / 1000.0 >= p_.repeat_share) return;
+        const auto span_len = std::size_t(4 + repeat_rng_() % 9);
+        std::vector<std::int32_t> span;
+        for (std::size_t i = 0; i < span_len; ++i)
+            span.push_back(i < s.prompt.size() ? s.prompt[i] : std::int32_t(repeat_rng_() % std::uint64_t(vocab_)));
+        const auto copies = 3 + repeat_rng_() % 3;
+        s.prompt.clear();
+        for (std::uint64_t c = 0; c < copies; ++c) s.prompt.insert(s.prompt.end(), span.begin(), span.end());
+        s.max_tokens = std::int64_t(32 + repeat_rng_() % (k_repeat_new_max - 31));
     }
 
     // A quarter of the arms (drawn from their own generator, so the requests of a
@@ -288,6 +320,7 @@ private:
     std::array<std::vector<std::int32_t>, 3> stems_;
     std::mt19937_64 pair_rng_;
     std::multimap<std::int64_t, io::trace_arm> pairs_;  // the second arm of a pair, by time
+    std::mt19937_64 repeat_rng_;
     bool cleared_ = false;
 };
 

@@ -447,6 +447,9 @@ const bool registered = register_command("bench", "load-test an OpenAI-compatibl
             auto j = boost::json::parse(v, ec);
             return !ec && j.is_object() ? std::string() : std::string("--response-format: expected a JSON object");
         });
+    app.add_option("--temperature", cli->opt.temperature,
+                   "sampling temperature of every request (default 0, greedy); above 0 each request is seeded")
+        ->check(CLI::Range(0.0, 2.0));
     app.add_option("--turns", cli->opt.turns,
                    "conversations of N turns: turn t re-sends t x --prompt-tokens of history (closed loop; "
                    "--requests and --warmup count turns, multiples of N)")

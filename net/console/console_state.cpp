@@ -109,6 +109,12 @@ std::string console_state::render(std::uint64_t since_job) const {
                                          {"hit_tokens", count_of(hits)},
                                          {"hit_rate", queried > 0 ? json::value(hits / queried) : json::value(nullptr)},
                                          {"evictions", count_of(m.prefix_cache_evictions.value())}};
+        // Speculative decoding: drafted tokens and the share the device's draws kept.
+        const double drafted = m.spec_drafted_tokens.value(), accepted = m.spec_accepted_tokens.value();
+        o["speculative"] = json::object{{"verify_rows", count_of(m.spec_verify_rows.value())},
+                                        {"drafted_tokens", count_of(drafted)},
+                                        {"accepted_tokens", count_of(accepted)},
+                                        {"acceptance_rate", drafted > 0 ? json::value(accepted / drafted) : json::value(nullptr)}};
         requests["recovered"] = count_of(m.requests_recovered.value());
         requests["preemptions"] = count_of(m.preemptions_total.value());
         const auto batches = m.batch_size.count();

@@ -146,6 +146,10 @@ TEST_CASE("the web console chats, cancels, shows the engine and escapes model ou
                               k_bound));
         // The prefix cache's hit rate, over the prompt tokens looked up so far (a percentage once any was).
         CHECK(page.wait_for("/^[0-9]+[.][0-9] %$/.test(document.getElementById('cache').textContent)", k_bound));
+        // Draft acceptance: this daemon does not draft, so no rate, and the counts are zero.
+        CHECK(page.wait_for("document.getElementById('spec').textContent === '-' && "
+                            "document.getElementById('spec-detail').textContent.startsWith('0 of 0 drafted')",
+                            k_bound));
         // A long answer: the slots are busy and their jobs appear on the timeline while it runs.
         page.eval("document.getElementById('tab-chat').click()");
         page.eval("document.getElementById('clear').click()");

@@ -1,7 +1,9 @@
 // Speculative decoding through the daemon (docs/speculative.md): two `calserve serve`
 // processes on the same package, one drafting (runtime.speculative.method=ngram), one
 // not, answer the same completions over real HTTP with the same text, greedy and
-// seeded, streamed and not, concurrent; the drafting one verified drafts (its metrics).
+// seeded, streamed and not, concurrent; the drafting one verified drafts (its metrics);
+// a stop string met inside an accepted run ends both answers alike; the console's state
+// carries the acceptance.
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 #include <future>
@@ -55,6 +57,14 @@ std::string text_of(std::uint16_t port, int i, bool stream) {
     return text;
 }
 
+// `serve --model` on the tiny synthetic model (the cpu backend) with `--set` for each extra.
+std::vector<std::string> cpu_args(std::vector<std::string> extra) {
+    std::vector<std::string> args{"--model", tiny_model_dir().string(), "--served-model-name", "m", "--set",
+                                  "log.level=warn"};
+    for (auto& e : extra) args.insert(args.end(), {"--set", e});
+    return args;
+}
+
 // Every request's text, eight at a time (verify rows and plain rows share batches).
 std::vector<std::string> texts(std::uint16_t port, int n) {
     std::vector<std::future<std::string>> out;
@@ -86,6 +96,84 @@ TEST_CASE("serve with ngram drafting answers the text plain decoding answers", "
     CHECK(metric(drafting.port(), "calserve_spec_verify_rows_total") > 0);
     CHECK(metric(drafting.port(), "calserve_spec_drafted_tokens_total") > 0);
     CHECK(metric(plain.port(), "calserve_spec_verify_rows_total") == 0);
+    REQUIRE(plain.stop() == 0);
+    REQUIRE(drafting.stop() == 0);
+}
+
+// The cpu backend (serve --model): with drafting on it gets a sampling head
+// (device.cpu_sampling_head -1, the default) and verifies drafts in its row-exact pass.
+TEST_CASE("serve --model (cpu backend) with ngram drafting answers the text plain decoding answers",
+          "[e2e][speculative][cpu]") {
+    daemon_process plain(cpu_args({"runtime.max_batch=4"}));
+    daemon_process drafting(cpu_args({"runtime.max_batch=4", "runtime.speculative.method=ngram"}));
+    REQUIRE(plain.started());
+    REQUIRE(drafting.started());
+    const int n = 4;
+    const auto want = texts(plain.port(), n);
+    const auto got = texts(drafting.port(), n);
+    for (int i = 0; i < n; ++i) {
+        INFO("request " << i);
+        CHECK(got[std::size_t(i)] == want[std::size_t(i)]);
+        CHECK_FALSE(want[std::size_t(i)].starts_with("HTTP"));
+    }
+    CHECK(metric(drafting.port(), "calserve_spec_verify_rows_total") > 0);
+    CHECK(metric(drafting.port(), "calserve_spec_accepted_tokens_total") > 0);
+    CHECK(metric(plain.port(), "calserve_spec_verify_rows_total") == 0);
+    REQUIRE(plain.stop() == 0);
+    REQUIRE(drafting.stop() == 0);
+}
+
+namespace {
+// Request 0 (greedy, a repeating prompt) with `stop`; the answer's text and finish reason.
+std::pair<std::string, std::string> stopped_at(std::uint16_t port, const std::string& stop) {
+    auto body = json::parse(body_of(0, false)).as_object();
+    body["stop"] = stop;
+    auto res = post(port, "/v1/completions", json::serialize(body));
+    if (res.result_int() != 200) return {"HTTP " + std::to_string(res.result_int()), ""};
+    const auto answer = json::parse(res.body());
+    const auto& choice = answer.at("choices").at(0);
+    return {std::string(choice.at("text").as_string()), std::string(choice.at("finish_reason").as_string())};
+}
+}  // namespace
+
+TEST_CASE("a stop string in a drafting daemon's answer ends it where plain decoding ends it; "
+          "the console shows the acceptance",
+          "[e2e][speculative]") {
+    // The cpu backend (its tiny synthetic model accepts some drafts on this prompt; the
+    // package's stand-in model none). Whether the stop falls inside an accepted run is
+    // not visible over HTTP: the cut inside a run is tested in tests/actors
+    // (speculative_test.cpp, job_codec_test.cpp).
+    daemon_process plain(cpu_args({}));
+    daemon_process drafting(cpu_args({"runtime.speculative.method=ngram"}));
+    REQUIRE(plain.started());
+    REQUIRE(drafting.started());
+    // The whole answer, drafted and verified.
+    const auto full = text_of(plain.port(), 0, false);
+    REQUIRE(full == text_of(drafting.port(), 0, false));
+    const double accepted_full = metric(drafting.port(), "calserve_spec_accepted_tokens_total");
+    REQUIRE(accepted_full > 0);
+    // A stop string from the answer's second third: its first occurrence ends at least a
+    // third of the way in, after drafts were verified.
+    REQUIRE(full.size() >= 9);
+    const auto stop = full.substr(full.size() / 3, full.size() / 3);
+    const auto want = stopped_at(plain.port(), stop);
+    const auto got = stopped_at(drafting.port(), stop);
+    INFO("stop \"" << stop << "\" in \"" << full << "\"");
+    CHECK(want.second == "stop");
+    CHECK(full.starts_with(want.first));
+    CHECK(want.first.size() < full.size());
+    CHECK(got == want);
+    // The console's state: drafted and accepted tokens, and their ratio.
+    const auto state = json::parse(call(drafting.port(), http::verb::get, "/v1/console/state").body());
+    const auto& spec = state.at("speculative");
+    const double drafted = spec.at("drafted_tokens").to_number<double>();
+    const double kept = spec.at("accepted_tokens").to_number<double>();
+    CHECK(drafted == metric(drafting.port(), "calserve_spec_drafted_tokens_total"));
+    CHECK(kept == metric(drafting.port(), "calserve_spec_accepted_tokens_total"));
+    CHECK(spec.at("verify_rows").to_number<double>() > 0);
+    CHECK(spec.at("acceptance_rate").to_number<double>() == Approx(kept / drafted));
+    const auto idle = json::parse(call(plain.port(), http::verb::get, "/v1/console/state").body());
+    CHECK(idle.at("speculative").at("acceptance_rate").is_null());
     REQUIRE(plain.stop() == 0);
     REQUIRE(drafting.stop() == 0);
 }

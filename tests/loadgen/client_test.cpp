@@ -65,6 +65,26 @@ TEST_CASE("bench streamed completion records every token on the client clock", "
     CHECK(f.engine.submitted()[0].prompt.size() == 2);
 }
 
+TEST_CASE("bench requests are greedy unless given a temperature, then seeded", "[bench]") {
+    test::server_fixture f;
+    const auto origin = bench_clock::now();
+    request_record greedy;
+    stream_completion(local(f.port), stream_request{"fake-model", {'h', 'i'}, 2}, origin, greedy);
+    stream_request sampled{"fake-model", {'h', 'i'}, 2};
+    sampled.temperature = 1.0;
+    sampled.seed = 42;
+    request_record drawn;
+    stream_completion(local(f.port), sampled, origin, drawn);
+    REQUIRE(greedy.ok);
+    REQUIRE(drawn.ok);
+    const auto got = f.engine.submitted();
+    REQUIRE(got.size() == 2);
+    CHECK(got[0].sampling.greedy());
+    CHECK_FALSE(got[0].sampling.seed.has_value());
+    CHECK(got[1].sampling.temperature == 1.0f);
+    CHECK(got[1].sampling.seed == std::optional<std::uint64_t>{42});
+}
+
 TEST_CASE("bench runs closed and open loop and marks warm-up", "[bench]") {
     test::server_fixture f;
     const auto ep = local(f.port);

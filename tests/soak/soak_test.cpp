@@ -154,6 +154,32 @@ TEST_CASE("seeds on the simulated NPU package keep every invariant and replay id
     CHECK(same->compared == run.report.messages);
 }
 
+// Drafting seeds (docs/soak.md): on the package, seeds 1 and 11 draft, and a share of their
+// prompts repeat a span with long outputs, so verify rows form beside plain rows, under
+// their faults, cancels and preemptions; every invariant holds (KV conserved, no call
+// about a sequence the device does not hold after a verify's kv_keep, greedy outputs
+// equal the reference) and a recorded drafting run replays message for message.
+TEST_CASE("drafting seeds on the package form verify rows, keep every invariant and replay identically",
+          "[soak][speculative][replay]") {
+    const auto& package = test::test_package_dir("tiny-dense-1chip");
+    auto run = soak_run(1, 20, "", package).report;
+    INFO("seed 1: verify_rows " << run.verify_rows << " drafted " << run.drafted_tokens << " accepted " << run.accepted_tokens);
+    CHECK(run.verify_rows > 0);
+    CHECK(run.accepted_tokens > 0);
+    CHECK(run.greedy_checked > 0);
+    auto path = (test::scratch_dir("soak-speculative") / "seed11.jsonl").string();
+    auto traced = soak_run(11, 20, path, package);
+    INFO("seed 11: verify_rows " << traced.report.verify_rows);
+    CHECK(traced.report.verify_rows > 0);
+    CHECK(traced.trace_dropped == 0);
+    auto trace = io::read_trace(path);
+    REQUIRE(trace.ok());
+    auto same = soak::run_replay(*trace);
+    REQUIRE(same.ok());
+    CHECK_FALSE(same->divergence_seq.has_value());
+    CHECK(same->compared == traced.report.messages);
+}
+
 TEST_CASE("the same seed yields the same run", "[soak]") {
     auto a = soak_run(4, 10).report;
     auto b = soak_run(4, 10).report;

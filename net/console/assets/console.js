@@ -297,6 +297,12 @@ function showState(s) {
     setText('cache-detail', `${c.hit_tokens} of ${c.queried_tokens} prompt tokens from cache · ` +
             `${c.blocks} blocks cached · ${c.evictions} evictions`);
   }
+  if (s.speculative) {
+    const v = s.speculative;
+    setText('spec', v.acceptance_rate === null ? '-' : `${(100 * v.acceptance_rate).toFixed(1)} %`);
+    setText('spec-detail', `${v.accepted_tokens} of ${v.drafted_tokens} drafted tokens accepted · ` +
+            `${v.verify_rows} verify rows`);
+  }
   if (s.batch) {
     const mean = s.batch.mean_rows === null ? '-' : s.batch.mean_rows.toFixed(2);
     setText('batch', `${mean} rows`);
