@@ -1,5 +1,6 @@
 // `calserve reference`: the greedy golden corpus (prompts JSONL in, steps JSONL out),
-// every line naming the arithmetic mode it was computed in.
+// every line naming the arithmetic mode it was computed in; with `--routing FILE`, the
+// MoE routing counts of the whole run (model/core/routing_counts.hpp, docs/twin.md).
 #include <CLI/CLI.hpp>
 #include <boost/json.hpp>
 #include <fstream>
@@ -28,6 +29,7 @@ struct options {
     int tensor_parallel = 1;
     std::string tokenizer;  // for text prompts when the model directory has no tokenizer.json
     std::string arithmetic = "fp32";  // the mode the corpus is computed in (written on every line)
+    std::string routing;              // routing counts JSON; empty: not recorded
 };
 
 struct prompt {
@@ -97,6 +99,33 @@ json::object to_json(const prompt& p, const model::greedy_run& run, model::arith
                         {"steps", std::move(steps)}};
 }
 
+// The routing table for `lm` when --routing asks for one (an MoE reference transformer).
+result<std::unique_ptr<model::routing_counts>> routing_sink(const options& o, model::causal_lm& lm) {
+    if (o.routing.empty()) return std::unique_ptr<model::routing_counts>{};
+    auto* t = dynamic_cast<model::transformer*>(&lm);
+    if (!t || t->config().num_experts <= 0)
+        return make_error(status::invalid_argument, "--routing needs an MoE model (num_experts > 0)");
+    const auto& c = t->config();
+    auto sink = std::make_unique<model::routing_counts>(model::make_routing_counts(
+        std::size_t(c.num_hidden_layers), std::size_t(c.num_experts), c.num_experts_per_tok));
+    sink->model = std::filesystem::path(o.model_dir).filename().string();
+    t->record_routing(sink.get());
+    return sink;
+}
+
+int write_routing(const options& o, model::causal_lm& lm, const model::routing_counts& counts) {
+    dynamic_cast<model::transformer&>(lm).record_routing(nullptr);
+    std::ofstream out(o.routing, std::ios::trunc);
+    out << model::to_json_text(counts) << "\n";
+    if (!out.flush()) {
+        std::cerr << "reference: cannot write " << o.routing << "\n";
+        return 2;
+    }
+    std::cerr << "reference: routing counts of " << counts.tokens.front() << " tokens x " << counts.layers()
+              << " layers -> " << o.routing << "\n";
+    return 0;
+}
+
 int run(const options& o) {
     std::ifstream in(o.prompts);
     if (!in) {
@@ -115,6 +144,11 @@ int run(const options& o) {
     std::ofstream out(o.output, std::ios::trunc);
     if (!out) {
         std::cerr << "reference: cannot write " << o.output << "\n";
+        return 2;
+    }
+    auto routing = routing_sink(o, **lm);
+    if (!routing) {
+        std::cerr << "reference: " << routing.error().what() << "\n";
         return 2;
     }
     std::shared_ptr<const model::tokenizer> tok;
@@ -138,6 +172,7 @@ int run(const options& o) {
         ++done;
     }
     std::cerr << "reference: " << done << " prompts -> " << o.output << "\n";
+    if (*routing && write_routing(o, **lm, **routing) != 0) return 2;
     return out.flush() ? 0 : 1;
 }
 
@@ -155,6 +190,9 @@ const bool registered = register_command("reference", "greedy reference corpus f
                    "arithmetic mode of the reference: fp32 (the simulator's and golden corpora's) or bf16; "
                    "recorded on every line")
         ->check(CLI::IsMember({"fp32", "bf16"}));
+    app.add_option("--routing", o->routing,
+                   "MoE: write the run's routing counts (tokens per layer per expert) to this JSON file, "
+                   "for `calserve plan --placement ep --routing` (docs/twin.md)");
     app.add_option("--tp", o->tensor_parallel, "tensor-parallel shards (1 or 2)")->check(CLI::Range(1, 2));
     return [o] { return run(*o); };
 });

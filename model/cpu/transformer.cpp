@@ -190,6 +190,7 @@ int transformer::tensor_parallel() const { return impl_->tp; }
 arithmetic transformer::arithmetic_mode() const { return impl_->arith; }
 v_cache_dtype transformer::v_cache() const { return impl_->v_cache; }
 const io::read_report& transformer::load_report() const { return impl_->report; }
+void transformer::record_routing(routing_counts* sink) { impl_->routing = sink; }
 
 std::int64_t transformer::sequence_length(seq_id seq) const {
     auto it = impl_->seqs.find(seq);

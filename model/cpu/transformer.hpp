@@ -30,6 +30,7 @@
 #include "config/result.hpp"
 #include "io/file_reader.hpp"
 #include "model/core/causal_lm.hpp"
+#include "model/core/routing_counts.hpp"
 #include "model/cpu/attention.hpp"
 #include "model/cpu/kernels.hpp"
 #include "model/weights/hf_config.hpp"
@@ -68,6 +69,11 @@ public:
     arithmetic arithmetic_mode() const;
     v_cache_dtype v_cache() const;
     const io::read_report& load_report() const;
+    // Routing counts (model/core/routing_counts.hpp): while `sink` is set, every MoE
+    // layer of every forward pass adds its rows per expert to it (`sink` sized by
+    // make_routing_counts for this model). nullptr (the default) records nothing; off,
+    // the forward pass pays one pointer test per MoE layer. The caller owns `sink`.
+    void record_routing(routing_counts* sink);
 
     void_result prefill(seq_id seq, std::span<const token_id> tokens, std::span<float> logits) override;
     void_result decode(seq_id seq, token_id token, std::span<float> logits) override;

@@ -58,7 +58,7 @@ void transformer::impl::forward(std::span<const row_ref> rows, std::span<const s
         each_row(t, h * 8, [&](std::int64_t i) {
             rmsnorm(ws.x.data() + i * h, lw.post_norm.data(), h, static_cast<float>(cfg.rms_norm_eps), ws.xn.data() + i * h);
         });
-        if (lw.moe) moe_block(lw, t);
+        if (lw.moe) moe_block(lw, l, t);
         else dense_block(lw, t);
     }
     const auto n = static_cast<std::int64_t>(logit_rows.size());
@@ -155,7 +155,16 @@ void transformer::impl::expert_mlp(const expert_weights& ew, const shard_range& 
     lin(ew.down.col_slice(s.moe_begin, s.moe_end), ws.gate.data(), n, f, ws.part.data(), h);
 }
 
-void transformer::impl::moe_block(const layer_weights& lw, std::int64_t t) {
+namespace {
+void record_routed(routing_counts& sink, std::int64_t layer, std::int64_t t,
+                   const std::vector<std::vector<std::pair<std::int64_t, float>>>& routed) {
+    std::vector<std::uint64_t> rows(routed.size());
+    for (std::size_t e = 0; e < routed.size(); ++e) rows[e] = routed[e].size();
+    sink.add(static_cast<std::size_t>(layer), static_cast<std::uint64_t>(t), rows);
+}
+}  // namespace
+
+void transformer::impl::moe_block(const layer_weights& lw, std::int64_t layer, std::int64_t t) {
     const std::int64_t h = cfg.hidden_size, ne = cfg.num_experts;
     ensure(ws.router, t * ne);
     lin(lw.router, ws.xn.data(), t, h, ws.router.data(), ne);
@@ -166,6 +175,7 @@ void transformer::impl::moe_block(const layer_weights& lw, std::int64_t t) {
                                      cfg.num_experts_per_tok, cfg.norm_topk_prob);
         for (const auto& c : chosen) routed[static_cast<std::size_t>(c.expert)].push_back({i, c.weight});
     }
+    if (routing) record_routed(*routing, layer, t, routed);
     ensure(ws.part, t * h);
     for (std::int64_t e = 0; e < ne; ++e) {
         const auto& list = routed[static_cast<std::size_t>(e)];

@@ -73,6 +73,7 @@ struct transformer::impl {
     linear_mode mode = linear_mode::fastest;  // of the forward pass running
     arithmetic arith = arithmetic::fp32;       // fixed at load
     v_cache_dtype v_cache = v_cache_dtype::bf16;  // fixed at load
+    routing_counts* routing = nullptr;  // record_routing's sink; nullptr: off
 
     impl(int threads) : pool(threads) {}
 
@@ -93,7 +94,7 @@ struct transformer::impl {
     void attention_block(const layer_weights& lw, std::int64_t layer, std::span<const row_ref> rows);
     void attend(const shard_range& s, std::int64_t layer, std::span<const row_ref> rows);
     void dense_block(const layer_weights& lw, std::int64_t t);
-    void moe_block(const layer_weights& lw, std::int64_t t);
+    void moe_block(const layer_weights& lw, std::int64_t layer, std::int64_t t);
     void expert_mlp(const expert_weights& ew, const shard_range& s, std::int64_t n);
 };
 
