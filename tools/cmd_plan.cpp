@@ -217,11 +217,17 @@ const bool registered = register_command("plan", "per-chip capacity plan of a pa
     app.add_option("--placement", o->placement.placement,
                    "tp | ep | pp | all: bytes per chip, link bytes per token, step times and fault domain per placement")
         ->check(CLI::IsMember({"tp", "ep", "pp", "all"}));
-    app.add_option("--skews", o->placement.skews, "ep: routing skews (Zipf exponents) to show")->delimiter(',');
+    auto* skews = app.add_option("--skews", o->placement.skews, "ep: routing skews (Zipf exponents) to show")->delimiter(',');
+    app.add_option("--routing", o->placement.routing,
+                   "ep: routing counts JSON recorded by `calserve reference --routing`: the ep row's hot-expert "
+                   "imbalance per layer from the counts instead of a skew (skew rows too when --skews is given)");
     app.add_option("--past", o->placement.past, "placement: decode rows' tokens so far")->check(CLI::Range(0, 1 << 24));
     app.add_option("--prompt-tokens", o->placement.prompt_tokens, "placement: prompt length of the prefill time")
         ->check(CLI::Range(1, 1 << 24));
-    return [o] { return run_plan(*o); };
+    return [o, skews] {
+        o->placement.skews_given = skews->count() > 0;
+        return run_plan(*o);
+    };
 });
 }  // namespace
 }  // namespace calserve::tools::cmd_plan

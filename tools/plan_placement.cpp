@@ -2,9 +2,12 @@
 #include "tools/plan_placement.hpp"
 #include "config/json_text.hpp"
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "device/package_spec.hpp"
 #include "device/sim/placement_plan.hpp"
@@ -34,8 +37,14 @@ json::object to_json(const sim::placement_row& r) {
                    {"decode_step_ms", std::move(steps)},
                    {"fault_domain", r.fault_domain}};
     if (r.placement == "ep") {
-        o["routing_skew"] = r.routing_skew;
+        o["routing"] = r.routing_counts ? "counts" : "skew";
+        if (!r.routing_counts) o["routing_skew"] = r.routing_skew;
         o["imbalance"] = r.imbalance;
+        if (r.routing_counts) {
+            json::array layers;
+            for (double x : r.layer_imbalance) layers.emplace_back(x);
+            o["layer_imbalance"] = std::move(layers);
+        }
     }
     return o;
 }
@@ -51,7 +60,7 @@ void print_row(const sim::placement_row& r) {
     if (r.placement == "ep") {
         char buf[64];
         std::snprintf(buf, sizeof buf, "ep skew %.1f", r.routing_skew);
-        label = buf;
+        label = r.routing_counts ? "ep counts" : buf;
     }
     std::printf("%-12s", label.c_str());
     for (const auto& c : r.chips) std::printf(" %s+%s", gib(c.params).c_str(), gib(c.total - c.params).c_str());
@@ -61,6 +70,37 @@ void print_row(const sim::placement_row& r) {
     std::printf(" %9.1f ", r.prefill_ms);
     for (double ms : r.decode_step_ms) std::printf(" %6.2f", ms);
     std::printf("\n");
+}
+
+// The ep row's per-layer imbalance, ten layers a line.
+void print_layers(const sim::placement_row& r, const std::string& file) {
+    const auto [lo, hi] = std::minmax_element(r.layer_imbalance.begin(), r.layer_imbalance.end());
+    std::printf("ep routing counts %s: hot-expert imbalance (hottest chip / mean chip) per layer, "
+                "min %.3f mean %.3f max %.3f\n", file.c_str(), *lo, r.imbalance, *hi);
+    for (std::size_t l = 0; l < r.layer_imbalance.size(); ++l)
+        std::printf("%s L%zu %.3f%s", l % 10 == 0 ? " " : "", l, r.layer_imbalance[l],
+                    l % 10 == 9 || l + 1 == r.layer_imbalance.size() ? "\n" : "");
+}
+
+// The counts of `file`, checked against the package; nullptr with a message when they are not usable.
+std::shared_ptr<const model::routing_counts> load_routing(const std::string& file, const device::package_spec& spec) {
+    std::ifstream in(file);
+    if (!in) {
+        std::cerr << "plan: cannot read routing counts " << file << "\n";
+        return nullptr;
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    auto counts = model::parse_routing_counts(text.str());
+    if (!counts) {
+        std::cerr << "plan: " << file << ": " << counts.error().what() << "\n";
+        return nullptr;
+    }
+    if (auto ok = sim::check_routing(spec, *counts); !ok) {
+        std::cerr << "plan: " << file << ": " << ok.error().what() << "\n";
+        return nullptr;
+    }
+    return std::make_shared<const model::routing_counts>(std::move(*counts));
 }
 
 }  // namespace
@@ -83,10 +123,17 @@ int run_plan_placement(const model::package::package& p, const config& cfg, cons
     q.prompt_tokens = o.prompt_tokens;
     q.kv = kv;
     q.limits = l;
+    std::shared_ptr<const model::routing_counts> routing;
+    if (!o.routing.empty() && !(routing = load_routing(o.routing, *spec))) return 2;
     std::vector<sim::placement_row> rows;
     auto want = [&](std::string_view name) { return o.placement == "all" || o.placement == name; };
     if (want("tp")) rows.push_back(sim::plan_placement(p, *spec, constants, sim::parallel_kind::tp, q));
-    if (want("ep"))
+    if (want("ep") && routing) {
+        auto c = constants;
+        c.routing = routing;
+        rows.push_back(sim::plan_placement(p, *spec, c, sim::parallel_kind::ep, q));
+    }
+    if (want("ep") && (!routing || o.skews_given))
         for (double skew : o.skews) {
             auto c = constants;
             c.routing_skew = skew;
@@ -109,6 +156,8 @@ int run_plan_placement(const model::package::package& p, const config& cfg, cons
                 int(p.topo.chips * 10), "GiB per chip (params+rest)", "fits", "B@ctx", "ctx@B1", "link B/tok", "imbal",
                 "prefill ms");
     for (const auto& r : rows) print_row(r);
+    for (const auto& r : rows)
+        if (r.routing_counts) print_layers(r, o.routing);
     std::printf("fault domains:\n");
     std::string seen;
     for (const auto& r : rows) {

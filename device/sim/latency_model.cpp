@@ -68,9 +68,11 @@ latency_model::latency_model(const package_spec& spec, latency_constants constan
         expert_share_[e] /= sum;
         chip_load_[e % n] += expert_share_[e];
     }
+    if (c_.routing && check_routing(spec, *c_.routing)) routing_ = make_routing_load(*c_.routing, n);
 }
 
 double latency_model::imbalance() const {
+    if (!routing_.empty()) return routing_.mean_imbalance();
     if (expert_share_.empty()) return 1.0;
     return *std::max_element(chip_load_.begin(), chip_load_.end()) * static_cast<double>(chip_load_.size());
 }
@@ -116,6 +118,7 @@ double latency_model::active_weight_fraction(std::int64_t tokens) const {
 // the experts of `chip` (all when none): popular experts are shared, fewer distinct ones read.
 double latency_model::touched_experts(double tokens, std::optional<std::size_t> chip) const {
     if (c_.all_experts || expert_share_.empty()) return 1.0;
+    if (!routing_.empty()) return routing_.touched(tokens);  // ep's hottest chip: expert_parallel
     if (c_.routing_skew <= 0) {
         const double k_over_e = static_cast<double>(spec_.experts_per_token) / static_cast<double>(spec_.num_experts);
         return 1.0 - std::pow(1.0 - std::clamp(k_over_e, 0.0, 1.0), tokens);
@@ -187,12 +190,16 @@ step_breakdown latency_model::expert_parallel(double rows, double kv_tokens, dou
     double held = 0;
     for (std::size_t e = hot; e < expert_share_.size(); e += chip_load_.size()) held += 1;
     const double experts_on_chip = expert_share_.empty() ? 0 : held / static_cast<double>(expert_share_.size());
-    b.weight_bytes = total * (1.0 - expert_fraction_) + total * expert_fraction_ * experts_on_chip * touched_experts(rows, hot);
+    // Share of all experts' bytes the hottest chip reads (per layer with routing counts).
+    const double expert_read = routing_.empty() || c_.all_experts ? experts_on_chip * touched_experts(rows, hot)
+                                                                  : routing_.hot_weight_share(rows);
+    b.weight_bytes = total * (1.0 - expert_fraction_) + total * expert_fraction_ * expert_read;
     b.kv_bytes = static_cast<double>(spec_.kv.bytes_per_token()) * kv_tokens / n;  // rows split over the chips
     b.syncs = 2.0 * static_cast<double>(spec_.kv.layers);                           // dispatch + combine per layer
     b.d2d_bytes = rows / n * link_bytes_per_token();
     const double one_expert = expert_share_.empty() ? 0 : params_total_ * expert_fraction_ / static_cast<double>(expert_share_.size());
-    const double pairs = c_.all_experts ? rows * static_cast<double>(expert_share_.size()) / n : rows * k * chip_load_[hot];
+    const double hot_pairs = routing_.empty() ? chip_load_[hot] : routing_.mean_hot_pairs();
+    const double pairs = c_.all_experts ? rows * static_cast<double>(expert_share_.size()) / n : rows * k * hot_pairs;
     b.flops = (2.0 * params_total_ * (1.0 - expert_fraction_) * rows + attention) / n + 2.0 * one_expert * pairs;
     return finish(b);
 }
@@ -288,7 +295,8 @@ std::vector<std::pair<std::string, std::string>> describe_constants(const latenc
         {"device.sim.d2h_ms", c.d2h_ms >= 0 ? num(c.d2h_ms) + " ms fixed output copy" : "model (-1)"},
         {"device.sim.cost_experts", c.all_experts ? "all (MoE priced as dense, what-if)" : "routed"},
         {"device.sim.placement", std::string(to_string(c.placement)) + " (docs/twin.md, Placements)"},
-        {"device.sim.routing_skew", num(c.routing_skew) + " Zipf exponent of expert popularity (ep; assumption)"},
+        {"device.sim.routing_skew", c.routing ? std::string("replaced by recorded routing counts (ep)")
+                                              : num(c.routing_skew) + " Zipf exponent of expert popularity (ep; assumption)"},
         {"device.sim.all_to_all_us", num(c.all_to_all_us) + " us per dispatch or combine (ep; assumption)"},
         {"device.sim.micro_batches", c.micro_batches > 0 ? num(c.micro_batches) : std::string("min(rows, chips) (pp)")},
     };

@@ -27,12 +27,16 @@
 //!       combine all-to-all (`all_to_all_us` each) carrying every (row, expert) pair
 //!       whose expert is remote. Expert popularity is Zipf(`routing_skew`) over the
 //!       expert index (0 = uniform): the hottest chip's share of the expert work sets
-//!       the step (`imbalance()` = hottest share x N).
+//!       the step (`imbalance()` = hottest share x N). With `routing` (counts a
+//!       workload recorded on the CPU reference model, routing_load.hpp) the skew is
+//!       not used: each layer pays its own hottest chip's experts and (row, expert)
+//!       pairs, and `imbalance()` is the mean over layers.
 //!   pp  layers split into N stages; one link crossing per stage boundary per
 //!       micro-batch; a step of `rows` rows runs m = `micro_batches` (0: min(rows, N))
 //!       micro-batches, (m + N - 1) stage times on the critical path (the bubble), each
 //!       stage reading its weights once per micro-batch.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -40,6 +44,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "device/sim/routing_load.hpp"
 #include "device/types.hpp"
 
 namespace calserve::device::sim {
@@ -60,6 +65,8 @@ struct latency_constants {
     bool all_experts = false;  // price an MoE as a dense model of the same bytes (what-if)
     parallel_kind placement = parallel_kind::tp;
     double routing_skew = 0;   // ep: Zipf exponent of expert popularity (0 = uniform)
+    // ep: recorded routing counts; when set (and matching the package) they replace the skew.
+    std::shared_ptr<const model::routing_counts> routing;
     double all_to_all_us = 10; // ep: latency of one dispatch or combine all-to-all
     int micro_batches = 0;     // pp: micro-batches per step (0 = min(rows, chips))
 
@@ -124,6 +131,8 @@ public:
     std::uint64_t placed_parameter_bytes(std::uint32_t chip) const;
     double link_bytes_per_token() const;
     double imbalance() const;
+    // ep with routing counts: per layer hottest chip load / mean chip load; else empty.
+    const std::vector<double>& layer_imbalance() const { return routing_.imbalance; }
 
 private:
     std::uint64_t slowest_chip_bytes() const;
@@ -144,6 +153,7 @@ private:
     double expert_fraction_ = 0;  // share of parameters in routed experts
     std::vector<double> expert_share_;  // ep: popularity of each expert (sums to 1)
     std::vector<double> chip_load_;     // ep: share of routed (row, expert) pairs per chip
+    routing_load routing_;              // from c_.routing when it matches the package; else empty
 };
 
 // Human-readable listing of every constant (for inspect and start-up logs).

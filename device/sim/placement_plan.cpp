@@ -49,6 +49,8 @@ void fill_chips(placement_row& row, const pkg::package& p, const std::vector<std
 void fill_times(placement_row& row, const latency_model& m, const placement_query& q) {
     row.link_bytes_per_token = m.link_bytes_per_token();
     row.imbalance = m.imbalance();
+    row.layer_imbalance = m.layer_imbalance();
+    row.routing_counts = !row.layer_imbalance.empty();
     row.prefill_ms = m.step(submodel_kind::prefill, q.prompt_tokens, 0).total_ms;
     for (std::size_t i = 0; i < k_plan_batches.size(); ++i) {
         std::vector<std::int64_t> pasts(static_cast<std::size_t>(k_plan_batches[i]), q.past);

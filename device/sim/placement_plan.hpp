@@ -37,6 +37,8 @@ struct placement_row {
     std::string placement;                  // tp | ep | pp | replica
     double routing_skew = 0;                // ep
     double imbalance = 1;                   // ep: hottest chip's share of expert work x chips
+    bool routing_counts = false;            // ep: priced from recorded counts (routing_skew unused)
+    std::vector<double> layer_imbalance;    // ep with routing counts: per layer
     std::vector<placement_chip> chips;      // at batch 1 x calbin context
     bool fits = false;
     std::uint32_t max_batch_at_context = 0; // at the calbin context
