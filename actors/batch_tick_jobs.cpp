@@ -274,8 +274,11 @@ void batch_tick_actor::schedule() {
         grow_where_needed();
         auto seqs = views();
         const slot_view where{int(device::index_of(*slot)), other_busy};
-        auto choice = plan_next_job(seqs, tick_, options_.policy, rt().now(), where);
-        if (!choice) return wake_at_window_end(window_holds_until(seqs, tick_, options_.policy, rt().now(), where));
+        // One reading of the clock for both: on the threaded runtime it moves meanwhile, and a
+        // window that closed between two readings held the step and armed no timer (a stall).
+        const auto now = rt().now();
+        auto choice = plan_next_job(seqs, tick_, options_.policy, now, where);
+        if (!choice) return wake_at_window_end(window_holds_until(seqs, tick_, options_.policy, now, where));
         commit(*choice, *slot);
     }
 }
