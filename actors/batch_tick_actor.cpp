@@ -78,6 +78,7 @@ void batch_tick_actor::wire(address<chip_session_actor> session, address<kv_mana
 
 void batch_tick_actor::on_message(batch_tick_message& msg) {
     std::visit([this](auto& m) { on(m); }, msg);
+    check_liveness();
     if (metrics_) {
         std::int64_t running = 0;
         for (const auto& [id, e] : entries_) running += holds_kv(e.phase()) ? 1 : 0;
@@ -269,6 +270,7 @@ void batch_tick_actor::on(bt_finish& m) {
 }
 
 void batch_tick_actor::on(bt_device_down& m) {
+    awaiting_device_up_ = false;
     device_up_ = false;
     device_generation_ = m.generation;
     for (auto& [id, e] : entries_) drop_copy(e);  // what was copied in is lost too
@@ -277,6 +279,7 @@ void batch_tick_actor::on(bt_device_down& m) {
 }
 
 void batch_tick_actor::on(bt_device_up& m) {
+    awaiting_device_up_ = false;
     dead_ = false;  // an operator's reset brought a dead device back
     device_up_ = true;
     device_generation_ = m.generation;

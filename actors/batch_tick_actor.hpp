@@ -103,7 +103,11 @@
 //! `finishing_chained`; KV is released exactly once, and never while a job holds the
 //! sequence (no job phase -> released in the table but finishing_job, entered before
 //! and left after its job ends); a slot carries one job at a time; a job never feeds a
-//! sequence past its reservation (tokens <= kv_tokens).
+//! sequence past its reservation (tokens <= kv_tokens). Liveness, checked after every
+//! message (actors/liveness_policy.hpp): idle with a `ready` row, a free slot and a ready
+//! device, something that plans again is still to come (a job's end, a Request's answer,
+//! a KV answer, bt_device_up, the admission window's timer); otherwise the stall is
+//! reported (error log, calserve_scheduler_stalls_total, a runtime failure).
 #include <array>
 #include <deque>
 #include <map>
@@ -265,6 +269,7 @@ public:
     std::size_t sequences() const { return entries_.size(); }
     std::size_t pending() const { return pending_.size(); }
     std::uint64_t preemptions() const { return preemptions_; }
+    std::uint64_t stalls() const { return stalls_; }
 
 private:
     struct entry {
@@ -303,6 +308,10 @@ private:
     void on(bt_device_up& m);
     void on(bt_device_dead& m);
     void on(bt_window_closed& m);
+    // After each message: idle with a runnable row and nothing to wake it is a stall
+    // (actors/liveness_policy.hpp), reported once per episode.
+    void check_liveness();
+    std::string describe_rows() const;
 
     start_input admission_now(std::int64_t ahead) const;
     void admit(bt_admit m);
@@ -344,8 +353,12 @@ private:
     tick_state tick_;
     std::optional<nanoseconds> window_wake_;  // the admission window's timer is due then
     timer_handle window_timer_;
+    // A job of the current device generation came back refused as not ready: bt_device_up follows.
+    bool awaiting_device_up_ = false;
+    bool stall_reported_ = false;  // the current stall was reported (liveness_policy)
     std::uint64_t admitted_ = 0;
     std::uint64_t preemptions_ = 0;
+    std::uint64_t stalls_ = 0;
 };
 
 }  // namespace calserve::actors

@@ -6,6 +6,7 @@
 #include "actors/batch_tick_actor.hpp"
 #include "actors/chip_session_actor.hpp"
 #include "actors/kv_manager_actor.hpp"
+#include "actors/liveness_policy.hpp"
 #include "actors/request_actor.hpp"
 #include "config/invariant.hpp"
 #include "device/sampling_head.hpp"
@@ -37,6 +38,7 @@ void batch_tick_actor::on(bt_job_lost& m) {
     // A job of the current generation refused as not ready waits for bt_device_up instead
     // (scheduled again at once, it would be refused again until the warm-up ends).
     if (m.generation != device_generation_) schedule();
+    else awaiting_device_up_ = true;  // only an observation: the liveness check waits for bt_device_up too
 }
 
 // A fault, a failed or lost job or a preemption: the device's copy of its KV is gone, and
@@ -272,8 +274,11 @@ void batch_tick_actor::schedule() {
         grow_where_needed();
         auto seqs = views();
         const slot_view where{int(device::index_of(*slot)), other_busy};
-        auto choice = plan_next_job(seqs, tick_, options_.policy, rt().now(), where);
-        if (!choice) return wake_at_window_end(window_holds_until(seqs, tick_, options_.policy, rt().now(), where));
+        // One reading of the clock for both: on the threaded runtime it moves meanwhile, and a
+        // window that closed between two readings held the step and armed no timer (a stall).
+        const auto now = rt().now();
+        auto choice = plan_next_job(seqs, tick_, options_.policy, now, where);
+        if (!choice) return wake_at_window_end(window_holds_until(seqs, tick_, options_.policy, now, where));
         commit(*choice, *slot);
     }
 }
@@ -290,6 +295,44 @@ void batch_tick_actor::wake_at_window_end(std::optional<nanoseconds> until) {
 void batch_tick_actor::on(bt_window_closed&) {
     window_wake_.reset();
     schedule();
+}
+
+void batch_tick_actor::check_liveness() {
+    idle_input in;
+    in.device_up = device_up_ && !dead_;
+    in.awaiting_device_up = awaiting_device_up_;
+    for (int s = 0; s < options_.policy.slots; ++s) (slot_free_[std::size_t(s)] ? in.slot_free : in.job_in_flight) = true;
+    in.window_timer = window_wake_.has_value();
+    for (const auto& [sid, e] : entries_) {
+        const auto p = e.phase();
+        in.ready += p == seq_phase::ready ? 1 : 0;
+        in.awaiting += p == seq_phase::awaiting || p == seq_phase::kv_wait_awaiting ? 1 : 0;
+        in.kv_out += p == seq_phase::growing || p == seq_phase::finishing_grow ? 1 : 0;
+    }
+    if (!idle_is_stalled(in)) {
+        stall_reported_ = false;
+        return;
+    }
+    if (stall_reported_) return;
+    stall_reported_ = true;
+    ++stalls_;
+    if (metrics_) metrics_->scheduler_stalls.inc();
+    // An error log (report_failure), and a failure a test or a soak seed fails on; never a throw.
+    rt().report_failure("batch_tick: liveness: idle with a runnable row, a free slot, a ready device and nothing to wake it (" +
+                        describe_rows() + ")");
+}
+
+// The state a stall report names: slots, the admission window, every row.
+std::string batch_tick_actor::describe_rows() const {
+    std::string out = "slots free " + std::to_string(slot_free_[0]) + "/" + std::to_string(slot_free_[1]) +
+                      ", window " + (tick_.left_at ? "open since " + std::to_string(tick_.left_at->count()) + "ns" : "closed") +
+                      ", generation " + std::to_string(device_generation_) + ", pending " + std::to_string(pending_.size()) +
+                      "; rows:";
+    for (const auto& [sid, e] : entries_)
+        out += " " + std::to_string(sid) + "=" + std::string(to_string(e.phase())) + "/" + std::string(to_string(e.copy())) +
+               " group " + std::to_string(e.group) + " skip " + std::to_string(e.answers_to_skip) + " tokens " +
+               std::to_string(e.tokens_after);
+    return out;
 }
 
 }  // namespace calserve::actors

@@ -113,6 +113,10 @@ calserve_metrics::calserve_metrics(registry& r)
       preemptions_total(r.add_counter("calserve_preemptions_total",
                                       "Running sequences preempted (KV given up, re-prefilled later) for KV room.")
                             .get()),
+      scheduler_stalls(r.add_counter("calserve_scheduler_stalls_total",
+                                     "Times the BatchTick went idle with a runnable row, a free slot, a ready device and "
+                                     "nothing to wake it (a scheduling bug; the error log names the state).")
+                           .get()),
       device_drawn_rows(r.add_counter("calserve_device_drawn_rows_total",
                                       "Decode rows whose token the device's sampling head drew (no logits copied).")
                             .get()),

@@ -169,6 +169,7 @@ struct calserve_metrics {
     histogram& batch_size;                    // live rows per decode job
     counter& batch_padding_rows;              // rows computed beyond the live ones (profile padding)
     counter& preemptions_total;               // sequences whose KV was given up (recompute later)
+    counter& scheduler_stalls;                // BatchTick idle with a runnable row and nothing to wake it
     // Sampling head and token chaining (docs/device.md "Sampling head").
     counter& device_drawn_rows;               // decode rows whose token the device's sampling head drew
     counter& device_topk_rows;                // decode rows the host sampled from the head's top k and log_z

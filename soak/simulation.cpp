@@ -339,6 +339,7 @@ void simulation::arm(const io::trace_arm& a) {
 
 // As the daemon applied it (traced_engine records only the accepted ones): a refusal here is a divergence.
 void simulation::generation_op(const io::trace_model& m) {
+    ++report_.generation_ops;
     void_result r;
     if (m.op == "load") {
         if (auto n = host_->load(engine::load_request{m.alias, m.dir, m.replace, m.keep}); !n) r = n.error();
@@ -349,6 +350,9 @@ void simulation::generation_op(const io::trace_model& m) {
     }
     if (!r) violation("model " + m.op + " " + m.alias + " was refused: " + r.error().message);
 }
+
+bool simulation::generation_busy() const { return host_->loading(); }
+const std::string& simulation::alias() const { return host_->alias(); }
 
 void simulation::violation(std::string what) {
     report_.violations.push_back("t=" + std::to_string(now_ns()) + "ns: " + std::move(what));

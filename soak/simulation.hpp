@@ -72,6 +72,7 @@ struct sim_report {
     // Speculative decoding: verify rows, drafted and accepted tokens (calserve_spec_* metrics).
     std::uint64_t verify_rows = 0, drafted_tokens = 0, accepted_tokens = 0;
     std::uint64_t dead_episodes = 0, operator_resets = 0;  // device deaths, and the operator's resets after them
+    std::uint64_t generation_ops = 0;  // generation loads, rollbacks and unloads applied
     std::int64_t end_ns = 0;
     std::vector<std::string> violations;
     bool ok() const { return violations.empty(); }
@@ -121,6 +122,10 @@ public:
     std::int64_t vocab_size() const;
     // True while an armed fault still has shots left.
     bool faults_armed() const;
+    // True while a generation load or rollback runs its steps (another is refused meanwhile).
+    bool generation_busy() const;
+    // The served alias (generation inputs name it).
+    const std::string& alias() const;
     // Advances virtual time to the input's time (firing timers), then applies it
     // exactly as the daemon's realtime_driver did when it was recorded. A submit
     // may come with a slow consumer.

@@ -324,6 +324,51 @@ private:
     bool cleared_ = false;
 };
 
+// Generation switches under the traffic (soak_options::generations): from a generator of
+// their own, every 1-6 virtual seconds, alternately a load of the same model as a new
+// generation kept resident beside the serving one and a rollback to the kept one. An op
+// due while a load or rollback still runs its steps waits for it to end.
+class generation_ops {
+public:
+    generation_ops(std::uint64_t seed, std::string alias, std::string dir)
+        : rng_(seed * 0xA0761D6478BD642Full + 17), alias_(std::move(alias)), dir_(std::move(dir)) {
+        next_ = gap();
+    }
+    std::int64_t next_ns() const { return next_; }
+    // The op due at next_ns(); the one after it is due a gap later.
+    io::trace_model take() {
+        io::trace_model m;
+        m.t_ns = next_;
+        m.alias = alias_;
+        m.op = load_next_ ? "load" : "rollback";
+        if (load_next_) {
+            m.dir = dir_;
+            m.keep = true;
+        }
+        load_next_ = !load_next_;
+        next_ += gap();
+        return m;
+    }
+    void postpone(std::int64_t to_ns) { next_ = to_ns; }
+
+private:
+    std::int64_t gap() { return std::int64_t(1'000'000'000 + rng_() % 5'000'000'000ull); }
+    std::mt19937_64 rng_;
+    std::string alias_, dir_;
+    std::int64_t next_ = 0;
+    bool load_next_ = true;
+};
+
+// The next generation op, at its time (recorded like any input); while a load or rollback
+// still runs its steps it waits 100 ms (virtual) at a time.
+void apply_generation_op(simulation& s, generation_ops& ops, io::trace_writer* writer) {
+    s.advance_to(ops.next_ns());
+    if (s.generation_busy()) return ops.postpone(ops.next_ns() + 100'000'000);
+    const io::trace_input in = ops.take();
+    if (writer) std::visit([&](const auto& r) { writer->push(io::encode(r)); }, in);
+    s.apply(in);
+}
+
 // One soak pass; `writer` may be null (no trace).
 result<sim_report> soak_pass(const soak_options& o, const plan& p, io::trace_writer* writer) {
     sim_setup setup;
@@ -354,8 +399,13 @@ result<sim_report> soak_pass(const soak_options& o, const plan& p, io::trace_wri
         writer->push(io::encode(h));
     }
     traffic gen(p, o.seed, o.duration_ns, s.vocab_size());
+    std::optional<generation_ops> ops;
+    if (o.generations)
+        ops.emplace(o.seed, s.alias(), std::filesystem::absolute(o.package_dir.empty() ? o.model_dir : o.package_dir).string());
     while (auto g = gen.next()) {
         const auto& in = g->input;
+        while (ops && ops->next_ns() <= io::input_time(in) && ops->next_ns() < o.duration_ns && s.report().ok())
+            apply_generation_op(s, *ops, writer);
         // Reach the input's time first: slow consumers that overflow on the way are
         // cancelled (and recorded) then, so the trace's inputs stay in time order.
         s.advance_to(io::input_time(in));
@@ -386,7 +436,7 @@ void print_report(const sim_report& r, std::ostream& out) {
         << " fault_arms=" << r.arms << " faults_fired=" << r.faults_fired << " device_resets=" << r.device_resets
         << " preemptions=" << r.preemptions << " cache_hit_tokens=" << r.cache_hit_tokens
         << " verify_rows=" << r.verify_rows << " drafted=" << r.drafted_tokens << " accepted=" << r.accepted_tokens
-        << " dead_episodes=" << r.dead_episodes
+        << " dead_episodes=" << r.dead_episodes << " generation_ops=" << r.generation_ops
         << " operator_resets=" << r.operator_resets << "\n  finished: stop=" << r.finished[0] << " length=" << r.finished[1] << " cancelled=" << r.finished[2]
         << " timeout=" << r.finished[3] << " error=" << r.finished[4] << " greedy_checked=" << r.greedy_checked
         << " messages=" << r.messages << " virtual_s=" << double(r.end_ns) / 1e9 << "\n";

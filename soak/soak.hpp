@@ -34,6 +34,11 @@ struct soak_options {
     std::string trace_path;                     // empty: trace only on failure (to failure_trace_path)
     std::string failure_trace_path;             // default: calserve-soak-<seed>.trace.jsonl
     bool check_reference = true;
+    // Release generations under the traffic (`--generations`): every few virtual seconds a
+    // load of the same model or package as a new generation kept beside the old one
+    // (--keep), then a rollback to it, and so on (generated from a stream of their own,
+    // so a seed's traffic is the one it has without them).
+    bool generations = false;
 };
 
 struct soak_outcome {

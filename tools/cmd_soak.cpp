@@ -31,6 +31,7 @@ struct soak_cli {
     std::string package;
     std::string trace;
     bool no_reference = false;
+    bool generations = false;
     bool verbose = false;
     // --real
     bool real = false;
@@ -116,6 +117,7 @@ std::optional<soak::soak_options> simulation_options(const soak_cli& c) {
     o.duration_ns = *d;
     o.trace_path = c.trace;
     o.check_reference = !c.no_reference;
+    o.generations = c.generations;
     if (!c.model.empty() && !c.package.empty()) {
         std::cerr << "soak: give --model (cpu backend) or --package (simulated NPU), not both\n";
         return std::nullopt;
@@ -141,7 +143,8 @@ std::optional<soak::soak_options> simulation_options(const soak_cli& c) {
 
 std::string reproduce_line(const soak_cli& c, std::uint64_t seed) {
     return "reproduce: calserve soak --seed=" + std::to_string(seed) + " --duration=" + c.duration +
-           (c.model.empty() ? "" : " --model=" + c.model) + (c.package.empty() ? "" : " --package=" + c.package);
+           (c.model.empty() ? "" : " --model=" + c.model) + (c.package.empty() ? "" : " --package=" + c.package) +
+           (c.generations ? " --generations" : "");
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -227,6 +230,8 @@ const bool registered = register_command(
         app.add_option("--package", c->package, "calbin package directory: soak the simulated NPU with its latency model");
         app.add_option("--trace", c->trace, "record the run's inputs and messages to this JSONL file");
         app.add_flag("--no-reference", c->no_reference, "skip the greedy-vs-reference check (faster)");
+        app.add_flag("--generations", c->generations,
+                     "switch release generations under the traffic: load the same model kept beside (--keep), roll back, ...");
         app.add_flag("-v,--verbose", c->verbose, "keep the engine's info logs");
         app.add_flag("--real", c->real, "wall-clock load with faults against a live daemon (--url)");
         app.add_option("--url", c->url, "--real: the daemon, http://host:port");
