@@ -189,6 +189,9 @@ result<package_spec> package_spec_from(const model::package::package& pkg) {
         spec.chips[c.index] = chip_memory{c.param_dram_bytes, c.param_sram_bytes};
     }
     spec.reference_model_dir = pkg.reference_model_dir;
+    if (!model::package::known_placement(pkg.placement))
+        return make_error(status::package_invalid, "manifest placement '" + pkg.placement + "' is not tp, ep or pp");
+    spec.placement = pkg.placement;
     spec.sampling_head_k = pkg.sampling_head_k;
     if (spec.sampling_head_k > 0) {
         if (spec.sampling_head_k > spec.vocab_size)

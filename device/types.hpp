@@ -118,6 +118,9 @@ struct package_spec {
     std::int64_t intermediate_size = 0;
     std::int64_t num_experts = 0;
     std::int64_t experts_per_token = 0;
+    // The manifest's placement ("tp", "ep" or "pp"; docs/package-format.md "Placement"): how
+    // the latency model lays the model over the chips unless device.sim.placement names one.
+    std::string placement = "tp";
 
     const submodel_desc* find(std::string_view exact_name) const;
     const submodel_desc* first_of(submodel_kind kind) const;

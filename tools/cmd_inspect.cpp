@@ -52,7 +52,7 @@ void print_package(const model::package::package& p, const dev::package_spec& s)
               << "runtime   " << p.runtime_name << " " << p.runtime_version << ", manifest schema " << p.schema << "\n"
               << "context   " << p.context << "  batch " << p.batch << "  vocab " << p.vocab << "\n"
               << "topology  " << p.topo.chips << " chip(s) x " << p.topo.calcores_per_chip << " CalCores, tensor parallel "
-              << p.topo.tensor_parallel << "\n"
+              << p.topo.tensor_parallel << ", placement " << p.placement << "\n"
               << "reference " << p.reference_model_dir.string() << "\n\nsubmodels\n";
     for (const auto& sm : p.submodels) {
         std::cout << "  " << sm.name << "  role " << to_string(sm.role) << "  type_label '" << sm.type_label << "'  batch "

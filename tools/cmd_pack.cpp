@@ -21,6 +21,7 @@ struct options {
     std::vector<std::uint32_t> decode_batches;
     std::string kv = "bf16";
     int sampling_head = -1;
+    std::string placement = "tp";
 };
 
 int run_pack(const options& o) {
@@ -32,6 +33,7 @@ int run_pack(const options& o) {
     po.decode_batches = o.decode_batches;
     po.s8_v_cache = o.kv == "s8v";
     po.sampling_head_k = o.sampling_head;
+    po.placement = o.placement;
     auto tok = find_tokenizer(o.tokenizer);
     if (!tok) {
         std::cerr << "pack: " << tok.error().message << "\n";
@@ -49,7 +51,7 @@ int run_pack(const options& o) {
               << pkg::k_manifest_file << ", parameters " << p->total_param_bytes() << " B, decode batches " << profiles
               << ", KV " << p->kv.batch << " x " << p->kv.context << " tokens, V " << pkg::to_string(p->kv.v_dtype)
               << ", sampling head " << (p->sampling_head_k > 0 ? "top-k " + std::to_string(p->sampling_head_k) : std::string("none"))
-              << ")\n";
+              << ", placement " << p->placement << ")\n";
     return 0;
 }
 
@@ -73,6 +75,11 @@ const bool registered = register_command("pack", "write a synthetic calbin packa
                    "decode programs end in a sampling head returning top-k K (0 = logits only; default: tiny presets "
                    "64, qwen3-30b-a3b-2chip none)")
         ->check(CLI::Range(0, 4096));
+    app.add_option("--placement", o->placement,
+                   "how the model is laid over the chips, written to the manifest: tp (every layer split, the "
+                   "default), ep (experts partitioned; needs an MoE model whose experts divide over the chips), pp "
+                   "(layers split into stages; needs at least one layer per chip)")
+        ->check(CLI::IsMember({"tp", "ep", "pp"}));
     return [o] { return run_pack(*o); };
 });
 }  // namespace

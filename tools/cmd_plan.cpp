@@ -132,7 +132,7 @@ json::object to_json(const pkg::package& p, const pkg::capacity_plan& plan, cons
         }
         profiles.push_back(std::move(o));
     }
-    return {{"package", p.root.string()}, {"batch", plan.batch}, {"context", plan.context},
+    return {{"package", p.root.string()}, {"package_placement", p.placement}, {"batch", plan.batch}, {"context", plan.context},
             {"kv_dtype", pkg::to_string(kv)}, {"fits", plan.fits},
             {"prefix_cache_tokens", cached_beside(p, plan.batch, plan.context)}, {"chips", std::move(chips)},
             {"max_context_by_batch", std::move(table)}, {"decode_profiles", std::move(profiles)},
@@ -142,7 +142,7 @@ json::object to_json(const pkg::package& p, const pkg::capacity_plan& plan, cons
 void print_text(const pkg::package& p, const pkg::capacity_plan& plan, const pkg::capacity_limits& l,
                 pkg::kv_dtype_choice kv) {
     std::cout << "package " << p.model_name << " (" << p.topo.chips << " chips, calbin context " << p.context
-              << ", batch " << p.batch << ")\nplan: batch " << plan.batch << ", context " << plan.context << ", KV "
+              << ", batch " << p.batch << ", placement " << p.placement << ")\nplan: batch " << plan.batch << ", context " << plan.context << ", KV "
               << pkg::to_string(kv) << "\n";
     std::cout << "chip  params  kv  workspace  io  commands  guard  total  usable (GiB)\n";
     for (const auto& b : plan.chips)

@@ -146,11 +146,14 @@ int run_plan_placement(const model::package::package& p, const config& cfg, cons
         for (const auto& r : rows) all.push_back(to_json(r));
         // One placement (one row): its object; several: {"placements": [...]}.
         if (all.size() == 1) std::cout << json_text(all.front()) << "\n";
-        else std::cout << json_text(json::object{{"package", p.root.string()}, {"placements", std::move(all)}}) << "\n";
+        else
+            std::cout << json_text(json::object{{"package", p.root.string()}, {"package_placement", p.placement},
+                                                {"placements", std::move(all)}})
+                      << "\n";
         return 0;
     }
-    std::printf("package %s: %u chips, context %u, decode rows at %lld tokens, prefill of %lld tokens\n",
-                p.model_name.c_str(), p.topo.chips, context ? context : p.context, static_cast<long long>(o.past),
+    std::printf("package %s: %u chips, packed as %s, context %u, decode rows at %lld tokens, prefill of %lld tokens\n",
+                p.model_name.c_str(), p.topo.chips, p.placement.c_str(), context ? context : p.context, static_cast<long long>(o.past),
                 static_cast<long long>(o.prompt_tokens));
     std::printf("%-12s %-*s  %-4s %5s %8s %9s %6s %9s  decode step ms at batch 1 2 4 8 16\n", "placement",
                 int(p.topo.chips * 10), "GiB per chip (params+rest)", "fits", "B@ctx", "ctx@B1", "link B/tok", "imbal",

@@ -165,6 +165,7 @@ void read_top(json_reader& r, const json::object& o, package& p) {
     p.vocab = static_cast<std::uint32_t>(r.u64(o, "vocab", "$").value_or(0));
     if (const auto* h = o.contains("sampling_head") ? r.object(o, "sampling_head", "$") : nullptr)
         p.sampling_head_k = static_cast<std::uint32_t>(r.u64(*h, "top_k", "$.sampling_head").value_or(0));
+    if (o.contains("placement")) p.placement = r.string(o, "placement", "$").value_or("");
     if (const auto* l = r.object(o, "layout", "$")) {
         p.layout.activation_layout = r.string(*l, "activation_layout", "$.layout").value_or("");
         p.layout.tile_d0 = static_cast<std::uint32_t>(r.u64(*l, "tile_d0", "$.layout").value_or(0));

@@ -132,6 +132,8 @@ std::string write_manifest_json(const package& p) {
     if (p.kv.v_dtype == dtype::int8) doc["kv"].as_object()["v_scale_dtype"] = to_string(p.kv.v_scale_dtype);
     // Likewise: only packages whose decode programs end in a sampling head say so.
     if (p.sampling_head_k > 0) doc["sampling_head"] = json::object{{"top_k", p.sampling_head_k}};
+    // And only packages laid out other than tensor-parallel name their placement.
+    if (p.placement != k_placement_tp) doc["placement"] = p.placement;
     std::string out;
     pretty(out, doc, 0);
     out += "\n";

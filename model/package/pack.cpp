@@ -215,9 +215,12 @@ result<package> pack(const pack_options& o) {
     if (o.s8_v_cache) spec->v_dtype = dtype::int8;
     if (o.sampling_head_k > 4096) return make_error(status::invalid_argument, "sampling head top-k above 4096");
     if (o.sampling_head_k >= 0) spec->sampling_head_k = std::uint32_t(o.sampling_head_k);
+    if (auto r = check_placement(o.placement, spec->chips, spec->layers, spec->experts); !r)
+        return make_error(status::invalid_argument, r.error().message);
     if (auto r = prepare_out_dir(o.out); !r) return r.error();
     package p = layout_of(*spec);
     p.root = fs::absolute(o.out);
+    p.placement = o.placement;
     const auto layout = expected_layout(p);
     for (const auto& e : layout) {
         if (e.kind == file_kind::tokenizer) continue;
@@ -256,7 +259,7 @@ bool pack_is_current(const fs::path& dir, const std::string& preset) {
     if (!p || !spec || p->preset != preset) return false;
     std::vector<std::uint32_t> batches;
     for (const auto* m : p->decode_profiles()) batches.push_back(m->batch);
-    return batches == spec->decode_batches && p->sampling_head_k == spec->sampling_head_k && fs::exists(p->reference_model_dir / k_golden_corpus_file, ec);
+    return batches == spec->decode_batches && p->placement == k_placement_tp && p->sampling_head_k == spec->sampling_head_k && fs::exists(p->reference_model_dir / k_golden_corpus_file, ec);
 }
 
 }  // namespace calserve::model::package

@@ -31,6 +31,7 @@ struct pack_options {
     bool unchecked_profiles = false;  // tests only: write profiles check_decode_batches refuses
     int sampling_head_k = -1;         // decode programs' sampling head: top-k size, 0 = none, -1 = the preset's
     bool s8_v_cache = false;          // KV V stored as S8 (per-position FP32 scales); the golden corpus too
+    std::string placement = "tp";     // manifest `placement`: tp | ep | pp (check_placement)
 };
 
 result<package> pack(const pack_options& o);

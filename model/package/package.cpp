@@ -56,6 +56,26 @@ std::uint64_t dtype_bytes(dtype t) {
     return 0;
 }
 
+bool known_placement(std::string_view p) {
+    return std::find(k_placements.begin(), k_placements.end(), p) != k_placements.end();
+}
+
+void_result check_placement(std::string_view placement, std::uint32_t chips, std::uint32_t layers, std::uint32_t experts) {
+    auto bad = [&](const std::string& why) {
+        return make_error(status::package_invalid, "placement '" + std::string(placement) + "': " + why);
+    };
+    if (!known_placement(placement)) return bad("unknown (tp, ep or pp)");
+    if (placement == k_placement_tp) return {};
+    const auto n = std::to_string(chips);
+    if (chips < 2) return bad("needs two chips or more, the package has " + n);
+    if (placement == "ep" && experts == 0) return bad("needs an MoE model (routed experts), this model is dense");
+    if (placement == "ep" && experts % chips != 0)
+        return bad(std::to_string(experts) + " experts do not divide evenly over " + n + " chips");
+    if (placement == "pp" && layers < chips)
+        return bad(std::to_string(layers) + " layers cannot fill " + n + " pipeline stages");
+    return {};
+}
+
 std::string_view to_string(submodel_role r) { return r == submodel_role::prefill ? "prefill" : "decode"; }
 
 std::uint64_t tensor_spec::element_count() const {

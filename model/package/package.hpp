@@ -21,6 +21,7 @@
 //!   - chips.size() == topology.chips and each chip has exactly one parameter file
 //!     whose size == dram_bytes + sram_bytes;
 //!   - kv.bytes_per_chip * topology.tensor_parallel == kv.bytes_total.
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -39,6 +40,16 @@ enum class dtype : std::uint8_t { int32, uint32, int8, uint8, bf16, fp16, fp32 }
 std::string_view to_string(dtype t);
 std::optional<dtype> parse_dtype(std::string_view s);  // "INT32", "BF16", ... (case-insensitive)
 std::uint64_t dtype_bytes(dtype t);
+
+// Placements a manifest may name (`placement`); absent means tp.
+inline constexpr std::string_view k_placement_tp = "tp";
+inline constexpr std::array<std::string_view, 3> k_placements = {"tp", "ep", "pp"};
+bool known_placement(std::string_view p);
+// Whether a model of `layers` layers and `experts` routed experts (0: dense) can be laid over
+// `chips` chips that way: a known value; ep and pp need two chips or more; ep an MoE model
+// whose experts divide evenly over the chips; pp at least one layer per chip. The error
+// names the `placement` field and says what it needs.
+void_result check_placement(std::string_view placement, std::uint32_t chips, std::uint32_t layers, std::uint32_t experts);
 
 enum class submodel_role : std::uint8_t { prefill, decode };
 std::string_view to_string(submodel_role r);
@@ -181,6 +192,10 @@ struct package {
     // ends in a head that samples each row on the device, or returns its top-k logits
     // (k = this) with their ids and the row's log-sum-exp. 0 = no head (logits only).
     std::uint32_t sampling_head_k = 0;
+    // How the model is laid over the chips (docs/package-format.md "Placement"): "tp" (every
+    // layer split, document 000's layout; the manifest omits it), "ep" (experts partitioned)
+    // or "pp" (layers split into stages). Kept as written: the validator names an unknown value.
+    std::string placement = std::string(k_placement_tp);
     std::uint32_t vocab = 0;
     topology topo;
     kv_layout kv;

@@ -157,6 +157,7 @@ void parse_tokenizer_file(validation_context& c, const std::string& rel, const s
     if (name == "config.json") {
         c.tok.config_vocab = json_uint(o, "vocab_size");
         c.tok.config_max_positions = json_uint(o, "max_position_embeddings");
+        c.tok.config_experts = json_uint(o, "num_experts");
         if (const auto* t = o.if_contains("model_type"); t && t->is_string()) c.tok.config_model_type = t->get_string();
     }
 }

@@ -30,6 +30,7 @@ struct tokenizer_facts {
     std::optional<std::uint64_t> config_vocab;       // config.json
     std::optional<std::uint64_t> config_max_positions;
     std::string config_model_type;
+    std::optional<std::uint64_t> config_experts;     // config.json num_experts (absent: dense)
     std::optional<std::uint64_t> gguf_tokens;
     std::optional<std::uint64_t> reference_vocab;    // reference model config.json
 };

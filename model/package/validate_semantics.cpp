@@ -225,6 +225,17 @@ void check_runtime_and_kv(validation_context& c) {
     }
 }
 
+// The manifest's `placement` (docs/package-format.md "Placement"): a known value that the
+// model's shape allows over the package's chips. Experts come from the compiled model's
+// config (`__Tokenizer/config.json`), layers from the KV layout.
+void check_placement_field(validation_context& c) {
+    const auto& p = c.pkg;
+    const auto experts = static_cast<std::uint32_t>(c.tok.config_experts.value_or(0));
+    if (auto r = check_placement(p.placement, p.topo.chips, p.kv.layers, experts); !r)
+        c.add(known_placement(p.placement) ? "D_PLACEMENT_INCONSISTENT" : "D_PLACEMENT_UNKNOWN", severity::error, 'D',
+              "calserve-manifest.json", r.error().message);
+}
+
 }  // namespace
 
 void gate_semantics(validation_context& c) {
@@ -240,6 +251,7 @@ void gate_semantics(validation_context& c) {
     check_units(c);
     check_model_identity(c);
     check_runtime_and_kv(c);
+    check_placement_field(c);
 }
 
 }  // namespace calserve::model::package
