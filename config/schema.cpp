@@ -90,7 +90,7 @@ constexpr key_spec k_schema[] = {
     {"device.sim.model_threads", integer, "2", 1, 256, "", "threads of the reference model computing the simulator's numbers"},
     {"device.sim.cost_experts", string, "routed", 0, 0, "routed|all", "MoE weights a step reads and computes: routed = the experts its tokens are routed to (expected 1 - (1 - k/E)^T); all = every expert, as a dense model of the same bytes (capacity-planning what-if)"},
     {"device.sim.cost_package", string, "", 0, 0, "", "package directory whose figures (parameters, KV, shape) drive the latency model instead of the served package's; empty = the served package"},
-    {"device.sim.placement", string, "tp", 0, 0, "tp|ep|pp", "how the latency model lays the model over the package's chips: tp = every layer split (the packages' own layout), ep = experts partitioned with all-to-all dispatch and combine, pp = layers split into stages (docs/twin.md, Placements); costs only, tokens unchanged"},
+    {"device.sim.placement", string, "package", 0, 0, "package|tp|ep|pp", "how the latency model lays the model over the package's chips: package = the manifest's placement (tp when it names none), tp = every layer split, ep = experts partitioned with all-to-all dispatch and combine, pp = layers split into stages (docs/twin.md, Placements); costs only, tokens unchanged"},
     {"device.sim.routing_skew", number, "0", 0, 8, "", "ep: Zipf exponent of expert popularity over the expert index, 0 = uniform routing (assumption)"},
     {"device.sim.all_to_all_us", number, "10", 0, 1e6, "", "ep: latency of one dispatch or combine all-to-all, microseconds (assumption)"},
     {"device.sim.micro_batches", integer, "0", 0, 64, "", "pp: micro-batches a step is cut into; 0 = min(rows, chips)"},

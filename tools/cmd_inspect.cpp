@@ -206,7 +206,7 @@ int run(const options& o) {
     print_package(*pkg, *spec);
     print_capacity(*spec, so);
     print_kv_dtypes(*pkg, so, *cfg);
-    print_latency(*spec, so.latency);
+    print_latency(*spec, so.latency.for_package(*spec));
     return 0;
 }
 

@@ -18,10 +18,18 @@ latency_constants latency_constants::from_config(const config& cfg) {
     c.step_ms = cfg.number("device.sim.step_ms");
     c.d2h_ms = cfg.number("device.sim.d2h_ms");
     c.all_experts = cfg.string("device.sim.cost_experts") == "all";
-    c.placement = parse_parallel(cfg.string("device.sim.placement")).value_or(parallel_kind::tp);
+    const auto placement = parse_parallel(cfg.string("device.sim.placement"));  // "package": none named
+    c.placement = placement.value_or(parallel_kind::tp);
+    c.placement_set = placement.has_value();
     c.routing_skew = cfg.number("device.sim.routing_skew");
     c.all_to_all_us = cfg.number("device.sim.all_to_all_us");
     c.micro_batches = int(cfg.integer("device.sim.micro_batches"));
+    return c;
+}
+
+latency_constants latency_constants::for_package(const package_spec& spec) const {
+    latency_constants c = *this;
+    if (!c.placement_set) c.placement = parse_parallel(spec.placement).value_or(parallel_kind::tp);
     return c;
 }
 
@@ -294,7 +302,8 @@ std::vector<std::pair<std::string, std::string>> describe_constants(const latenc
         {"device.sim.step_ms", c.step_ms >= 0 ? num(c.step_ms) + " ms fixed compute" : "model (-1)"},
         {"device.sim.d2h_ms", c.d2h_ms >= 0 ? num(c.d2h_ms) + " ms fixed output copy" : "model (-1)"},
         {"device.sim.cost_experts", c.all_experts ? "all (MoE priced as dense, what-if)" : "routed"},
-        {"device.sim.placement", std::string(to_string(c.placement)) + " (docs/twin.md, Placements)"},
+        {"device.sim.placement", std::string(to_string(c.placement)) + (c.placement_set ? " (set" : " (the package's manifest") +
+                                     "; docs/twin.md, Placements)"},
         {"device.sim.routing_skew", c.routing ? std::string("replaced by recorded routing counts (ep)")
                                               : num(c.routing_skew) + " Zipf exponent of expert popularity (ep; assumption)"},
         {"device.sim.all_to_all_us", num(c.all_to_all_us) + " us per dispatch or combine (ep; assumption)"},

@@ -64,6 +64,7 @@ struct latency_constants {
     double d2h_ms = -1;        // >= 0 overrides the output copy
     bool all_experts = false;  // price an MoE as a dense model of the same bytes (what-if)
     parallel_kind placement = parallel_kind::tp;
+    bool placement_set = false;  // device.sim.placement named one; else the package's manifest decides
     double routing_skew = 0;   // ep: Zipf exponent of expert popularity (0 = uniform)
     // ep: recorded routing counts; when set (and matching the package) they replace the skew.
     std::shared_ptr<const model::routing_counts> routing;
@@ -71,6 +72,8 @@ struct latency_constants {
     int micro_batches = 0;     // pp: micro-batches per step (0 = min(rows, chips))
 
     static latency_constants from_config(const config& cfg);
+    // These constants for a package: its manifest's placement unless the config named one.
+    latency_constants for_package(const package_spec& spec) const;
 };
 
 struct step_breakdown {

@@ -101,12 +101,12 @@ void_result sim_device::load(const package_spec& spec) {
     spec_ = spec;
     if (options_.kv_block_tokens > 0) spec_.kv.block_tokens = options_.kv_block_tokens;
     if (options_.cost_package.empty()) {
-        latency_.emplace(spec_, options_.latency);
+        latency_.emplace(spec_, options_.latency.for_package(spec_));
     } else {
         // Computes with this package, costs time as the other one would (capacity planning).
         auto cost = package_spec_from_dir(options_.cost_package);
         if (!cost) return make_error(cost.code(), "device.sim.cost_package: " + cost.error().message);
-        latency_.emplace(*cost, options_.latency);
+        latency_.emplace(*cost, options_.latency.for_package(*cost));
     }
     buffers_.assign(spec_.submodels.size() * k_slot_count, {});
     reset_buffers();
