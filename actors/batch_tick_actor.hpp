@@ -84,8 +84,8 @@
 //! Speculative decoding (options.speculative, docs/speculative.md): each sequence that
 //! may draft (its tokens drawn by the device's head) has its drafter and its recent
 //! acceptance here, in its entry (the BatchTick alone owns them); at each decode step
-//! the pure policy (`draft_length`) decides from the step's live rows and that
-//! acceptance whether it drafts, and a row with drafts enters the job as `verify`. Its
+//! the pure policy (`draft_length`) decides from the step's live rows, that acceptance
+//! and the device's price of a position (options.position_cost) whether it drafts, and a row with drafts enters the job as `verify`. Its
 //! job's answer (bt_slot_free::verified) says how many drafts the device kept and how
 //! many tokens it emitted: the Request answers each token, so all but the last answer
 //! are only counted (`answers_to_skip`). Drafts never pass the KV reservation. A row the
@@ -110,6 +110,7 @@
 //! reported (error log, calserve_scheduler_stalls_total, a runtime failure).
 #include <array>
 #include <deque>
+#include <functional>
 #include <map>
 
 #include "actors/runtime/actor.hpp"
@@ -256,7 +257,10 @@ struct batch_tick_options {
     // Speculative decoding (runtime.speculative.*, with a package whose decode programs end
     // in a sampling head and device.sampling_head on): rows the head draws may draft.
     model::speculative::speculative_options speculative;
-    double position_cost = 0.1;              // policy input: one more position / a one-token step
+    // Policy input: one more position / a one-token step, for a step of `rows` rows each
+    // holding `past` (the engine's: the device's prices, model::speculative::position_cost);
+    // unset: model::speculative::k_fixed_position_cost.
+    std::function<double(std::int64_t rows, std::int64_t past)> position_cost;
 };
 
 class batch_tick_actor : public actor<batch_tick_actor, batch_tick_message> {
@@ -330,6 +334,7 @@ private:
     static void drop_copy(entry& e);
     bool chainable(const entry& e) const;
     bool would_draft(const entry& e) const;
+    double position_cost(std::int64_t rows, std::int64_t past) const;
     std::vector<token_id> draft_for(entry& e, std::int64_t live_rows);
     void verified(const std::vector<verify_outcome>& outcomes);
     void schedule();

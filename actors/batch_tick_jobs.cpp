@@ -168,7 +168,7 @@ bool batch_tick_actor::would_draft(const entry& e) const {
     const auto& s = *e.seq;
     std::int64_t running = 0;
     for (const auto& [sid, other] : entries_) running += holds_kv(other.phase()) && !ending(other.phase()) ? 1 : 0;
-    const model::speculative::step_facts facts{running, false, options_.position_cost,
+    const model::speculative::step_facts facts{running, false, position_cost(running, e.tokens_after - 1),
                                                std::min(s.max_tokens - (e.tokens_after - s.prompt_len),
                                                         s.kv_tokens - e.tokens_after + 1)};
     return model::speculative::draft_length(options_.speculative.policy, e.acceptance, facts) > 0;
@@ -225,6 +225,10 @@ void batch_tick_actor::commit(const job_choice& choice, device::slot slot) {
     (void)session_.tell(cs_run{slot, std::move(rows), choice.prefill, chain, device_generation_, std::move(drafts)}, id());
 }
 
+double batch_tick_actor::position_cost(std::int64_t rows, std::int64_t past) const {
+    return options_.position_cost ? options_.position_cost(rows, past) : model::speculative::k_fixed_position_cost;
+}
+
 // The tokens a decode row drafts this step (empty: a plain step): the policy decides from
 // the step's live rows and the row's recent acceptance; drafts never take the sequence
 // past max_tokens or past its KV reservation (kv_tokens). Its tokens are read here only
@@ -235,7 +239,7 @@ std::vector<token_id> batch_tick_actor::draft_for(entry& e, std::int64_t live_ro
     const auto& s = *e.seq;
     const auto& policy = options_.speculative.policy;
     const std::int64_t room = s.kv_tokens - std::int64_t(s.tokens.size());
-    const spec::step_facts facts{live_rows, false, options_.position_cost,
+    const spec::step_facts facts{live_rows, false, position_cost(live_rows, std::int64_t(s.tokens.size())),
                                  std::min(s.max_tokens - s.generated(), room + 1)};
     const auto k = std::min(spec::draft_length(policy, e.acceptance, facts), device::k_verify_drafts_max);
     auto drafts = k > 0 ? e.drafter->propose(s.tokens, k) : std::vector<token_id>{};

@@ -153,6 +153,13 @@ public:
     // rates). The runtime sizes prefill chunks by it (runtime.prefill_chunk_ms). Zero
     // when the backend cannot tell.
     virtual timeout prefill_cost(std::int64_t /*tokens*/, std::int64_t /*past*/) const { return timeout{0}; }
+    // The price of a decode step not yet submitted: `rows` rows each holding `past`, each
+    // feeding `positions` tokens (1: a plain step; 1 + k: verify rows with k drafts), by
+    // the same accounts as prefill_cost. The drafting policy weighs a position by it
+    // (docs/speculative.md). Zero when the backend cannot tell.
+    virtual timeout decode_cost(std::int64_t /*rows*/, std::int64_t /*positions*/, std::int64_t /*past*/) const {
+        return timeout{0};
+    }
 
     // --- KV (allocate, apply, free, clear, canAllocate) ---
     virtual bool kv_can_allocate(std::int64_t tokens) const = 0;

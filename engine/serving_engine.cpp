@@ -119,6 +119,20 @@ actors::batch_tick_options tick_options_of(const config& cfg, std::int64_t max_b
     return bopt;
 }
 
+// The drafting policy's cost of a position (docs/speculative.md): the device's price of a
+// step of the rows with `drafts` drafts each against the plain step (the latency model on
+// the simulator; the host's fitted step cost on the cpu backend, but not in a recordable
+// daemon, whose trace holds no measured rate), else the fixed value.
+std::function<double(std::int64_t, std::int64_t)> position_pricer(std::shared_ptr<device::device> dev, std::int64_t drafts) {
+    drafts = std::max<std::int64_t>(1, drafts);
+    return [weak = std::weak_ptr<device::device>(dev), drafts](std::int64_t rows, std::int64_t past) {
+        const auto dev = weak.lock();
+        if (!dev) return model::speculative::k_fixed_position_cost;
+        const auto plain = dev->decode_cost(rows, 1, past), verify = dev->decode_cost(rows, 1 + drafts, past);
+        return model::speculative::position_cost(double(plain.count()), double(verify.count()), drafts);
+    };
+}
+
 // The top-k of the cpu backend's sampling head (docs/config.md `device.cpu_sampling_head`):
 // as configured, or by default a top-64 head when drafting is on (drafts are verified by
 // the head) and none otherwise (the cpu backend's plain serving as before).
@@ -238,6 +252,7 @@ void_result serving_engine::build(actors::runtime& rt, const config& cfg, const 
     const bool head = spec.sampling_head_k > 0 && cfg.boolean("device.sampling_head");
     bopt.chain_tokens = bopt.chain_tokens && head;
     if (!head) bopt.speculative = {};  // drafts are verified by the head: without one, nothing drafts
+    if (bopt.speculative.policy.enabled) bopt.position_cost = position_pricer(device_, bopt.speculative.policy.max_drafts);
     cache_identity_ = spec.name + "|" + spec.reference_model_dir.string();
     spawn_actors(device_options_of(cfg, spec.first_of(device::submodel_kind::prefill)->name, *profiles, faults_), bopt,
                  actors::kv_cache_options{bopt.prefix_cache, cfg.integer("runtime.prefix_cache_block")}, blocks, block_tokens,

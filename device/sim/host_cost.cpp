@@ -27,4 +27,22 @@ double host_cost_model::rate_ns(job_kind kind) const {
 
 double host_cost_model::estimate_ns(job_kind kind, double work) const { return rate_ns(kind) * std::max(work, 0.0); }
 
+void host_cost_model::observe_step(double work, double ns) {
+    if (work <= 0 || ns <= 0) return;
+    constexpr double decay = 0.97;
+    auto& s = steps_;
+    s = {decay * s.n + 1, decay * s.x + work, decay * s.y + ns, decay * s.xx + work * work, decay * s.xy + work * ns};
+}
+
+double host_cost_model::step_estimate_ns(double work) const {
+    const auto& s = steps_;
+    if (s.n < 2) return 0;
+    const double mx = s.x / s.n, my = s.y / s.n;
+    const double var = s.xx / s.n - mx * mx, cov = s.xy / s.n - mx * my;
+    if (!(var > 0.01 * mx * mx) || !(cov > 0)) return 0;  // steps alike in work, or noise: no slope
+    const double rate = cov / var;
+    const double fixed = std::max(0.0, my - rate * mx);
+    return fixed + rate * std::max(work, 0.0);
+}
+
 }  // namespace calserve::device::sim

@@ -18,6 +18,13 @@
 //! kind, the other kind's rate stands in (a prefill's rate overestimates a decode
 //! step); with no sample at all the estimate is 0 and the configured floor holds.
 //!
+//! A decode program's step (plain rows, or verify rows of 1 + k positions) reads the
+//! weights once whatever its positions, so its time is not a rate times the work: a
+//! second estimate fits fixed + rate x work by least squares over the recent steps
+//! (each older step weighing 0.97 of the next), for pricing a step not yet submitted
+//! (sim_device::decode_cost, the drafting policy's cost of a position). It tells
+//! nothing until the steps seen differ enough in work to tell the two terms apart.
+//!
 //! Fault model: none (numbers only). Not thread-safe: the simulator guards it.
 #include <array>
 #include <cstdint>
@@ -40,8 +47,16 @@ public:
     double estimate_ns(job_kind kind, double work) const;
     double rate_ns(job_kind kind) const;  // per unit of work; 0 when unknown
 
+    // A measured decode-program step of `work`, and the fitted fixed + rate x work for
+    // `work` (0 while unknown: too few steps, or all of about the same work).
+    void observe_step(double work, double ns);
+    double step_estimate_ns(double work) const;
+
 private:
     std::array<double, 2> rate_{};  // ns per unit of work, by kind
+    struct sums {
+        double n = 0, x = 0, y = 0, xx = 0, xy = 0;
+    } steps_;  // decayed sums over decode-program steps: x = work, y = ns
 };
 
 }  // namespace calserve::device::sim

@@ -67,8 +67,8 @@ struct sim_options {
     std::shared_ptr<fault_registry> faults;  // shared with the control socket; created when null
     model_factory make_model;             // builds the reference model at configure
     model::arithmetic arithmetic = model::arithmetic::fp32;  // make_model's mode (device_info::arithmetic)
-    // prefill_cost of a job the latency model prices at nothing (the cpu backend) by the
-    // host's measured rates (real time only). Off in a recordable daemon: a measured rate
+    // prefill_cost and decode_cost of a job the latency model prices at nothing (the cpu
+    // backend) by the host's measured rates (real time only). Off in a recordable daemon: a measured rate
     // is not in the trace, so a replay could not size the chunks it sized.
     bool price_by_host_rates = true;
 
@@ -115,6 +115,7 @@ public:
     void wait_async(job_id job, timeout limit, completion_callback done) override;
     timeout expected_completion(job_id job) const override;
     timeout prefill_cost(std::int64_t tokens, std::int64_t past) const override;
+    timeout decode_cost(std::int64_t rows, std::int64_t positions, std::int64_t past) const override;
 
     bool kv_can_allocate(std::int64_t tokens) const override;
     void_result kv_allocate(seq_id sequence, std::int64_t reserve_tokens) override;
@@ -177,6 +178,7 @@ private:
         std::int64_t expected_done_ns = 0;  // modelled completion without injected delays
         job_kind kind = job_kind::decode;
         double host_work = 0;               // host_cost_model::work of its live rows
+        bool decode_program = false;        // a decode submodel's step (plain or verify rows)
         std::vector<std::byte> logits_out;  // the logits output as the device writes it, by the compute stage
         // Sampling head (device/sampling_head.hpp): the rows' parameters as submitted (empty: the
         // job wrote no sample_params, every row is logits), the job each chained row takes its

@@ -209,6 +209,7 @@ void sim_device::schedule_timing(job& j, const submodel_desc& sm, std::uint64_t 
     for (std::size_t b = 0; b < j.rows.size(); ++b)
         if (j.rows[b] != k_padding_row) pasts.push_back(j.pasts[b]);
     j.host_work = host_cost_model::work(j.row_tokens, pasts);
+    j.decode_program = sm.kind == submodel_kind::decode;
 }
 
 result<job_id> sim_device::infer(std::string_view submodel, slot s, seq_id sequence) {
@@ -382,6 +383,7 @@ void sim_device::run_model(const job_ptr& j) {
         j->chain_from.clear();
         // Only a real-time compute takes time the runtime waits for (virtual time computes inline).
         if (r && worker_) host_cost_.observe(j->kind, j->host_work, host_ns);
+        if (r && worker_ && j->decode_program) host_cost_.observe_step(j->host_work, host_ns);
         if (spare_logits_.size() < k_spare_logits) spare_logits_.push_back(std::move(logits));
         if (j->epoch != epoch_) return;
         if (!r) j->outcome = make_error(r.code() == status::ok ? status::internal : r.code(), "reference model: " + r.error().what());
@@ -591,6 +593,18 @@ timeout sim_device::prefill_cost(std::int64_t tokens, std::int64_t past) const {
     if (ms > 0 || !worker_ || !options_.price_by_host_rates) return timeout{ms_to_ns(ms)};
     const std::int64_t pasts[] = {past};
     return timeout{std::llround(host_cost_.estimate_ns(job_kind::prefill, host_cost_model::work(tokens, pasts)))};
+}
+
+// A decode step by the latency model (one position: decode_batch_step; more: the verify
+// step), or on the cpu backend by the host's fitted step cost, as prefill_cost.
+timeout sim_device::decode_cost(std::int64_t rows, std::int64_t positions, std::int64_t past) const {
+    std::lock_guard lock(mutex_);
+    if (!latency_ || rows <= 0 || positions <= 0) return timeout{0};
+    const std::vector<std::int64_t> pasts(std::size_t(rows), past), runs(std::size_t(rows), positions);
+    const double ms = positions == 1 ? latency_->decode_batch_step(pasts, rows).total_ms
+                                     : latency_->verify_batch_step(pasts, runs, rows).total_ms;
+    if (ms > 0 || !worker_ || !options_.price_by_host_rates) return timeout{ms_to_ns(ms)};
+    return timeout{std::llround(host_cost_.step_estimate_ns(host_cost_model::work(positions, pasts)))};
 }
 
 sim_device::compute_worker::compute_worker() : thread_([this](std::stop_token st) { run(st); }) {}

@@ -17,6 +17,11 @@ double expected_tokens(double rate, std::int64_t k) {
     return sum;
 }
 
+double position_cost(double plain, double verify, std::int64_t drafts, double fixed) {
+    if (!(plain > 0) || !(verify > 0) || drafts < 1) return fixed;
+    return std::max(0.0, (verify - plain) / (plain * double(drafts)));
+}
+
 std::int64_t draft_length(const policy_options& o, const acceptance& a, const step_facts& f) {
     if (!o.enabled || o.max_drafts <= 0 || f.live_rows > o.max_batch || f.compute_bound || f.tokens_left <= 1)
         return 0;

@@ -40,7 +40,7 @@ acceptance initial_acceptance(const policy_options& o);
 struct step_facts {
     std::int64_t live_rows = 1;         // rows of the step the sequence would join
     bool compute_bound = false;         // the step's time is set by FLOPs, not by reading weights
-    double position_cost = 0.1;         // one more position / a one-token step's time
+    double position_cost = 0.1;         // one more position / a one-token step's time (position_cost())
     std::int64_t tokens_left = 0;       // max_tokens minus tokens generated
 };
 
@@ -53,5 +53,15 @@ void observe(const policy_options& o, acceptance& a, std::int64_t drafted, std::
 
 // The expected tokens a step emits with k drafts at per-draft acceptance `rate`.
 double expected_tokens(double rate, std::int64_t k);
+
+// The policy's cost of a position when the device cannot price a step (a recordable
+// daemon on the cpu backend, whose measured rates are not in the trace, and virtual time).
+inline constexpr double k_fixed_position_cost = 0.1;
+
+// One more position per row, relative to a one-token step, from the device's prices of
+// the same rows' step with one position each (`plain`) and with 1 + `drafts` each
+// (`verify`), in any one unit: (verify - plain) / (plain x drafts), never below 0;
+// `fixed` when either price is unknown (<= 0) or `drafts` < 1.
+double position_cost(double plain, double verify, std::int64_t drafts, double fixed = k_fixed_position_cost);
 
 }  // namespace calserve::model::speculative

@@ -5,7 +5,7 @@
 // drafting, token for token (greedy and seeded), also across stop ids and stop strings
 // inside a run, max_tokens, cancellation, preemption and a device fault with verify
 // jobs in flight; requests that do not draft (logprobs, penalties, grammar) are decoded
-// as ever beside drafting rows.
+// as ever beside drafting rows (a grammar, presence and repetition penalties too).
 #include <algorithm>
 
 #include <catch2/catch.hpp>
@@ -265,5 +265,37 @@ TEST_CASE("requests that need the host's sampler (logprobs, penalties, logit bia
     CHECK(tokens_of(k_draft, requests, draft_h) == plain);
     CHECK(draft_h->metrics.spec_verify_rows.value() > 0);  // the plain rows (i % 4 == 0) drafted
     // Only two of the eight may draft: far fewer verify rows than decode rows.
+    CHECK(draft_h->metrics.spec_verify_rows.value() < draft_h->metrics.device_drawn_rows.value());
+}
+
+TEST_CASE("grammar-constrained requests and presence / repetition penalties do not draft; same tokens beside drafting rows",
+          "[engine][speculative][constraint]") {
+    // A finite JSON language: every constrained answer is complete within a few dozen tokens.
+    const char* const schema = R"({"type": "object", "properties": {"ok": {"type": "boolean"},
+        "n": {"type": "array", "items": {"enum": [1, 22, 333]}, "minItems": 2, "maxItems": 4}},
+        "required": ["ok", "n"], "additionalProperties": false})";
+    engine_harness probe(calserve::test::on_package, k_draft);
+    std::vector<generation_request> requests;
+    for (int i = 0; i < 8; ++i) {
+        auto r = request_of(probe, 160 + i, i % 4 == 2 ? 40 : 200);
+        if (i % 4 == 1 || i % 4 == 3) {  // greedy (i 1: temperature 0.9 dropped) and seeded at 0.7
+            if (i % 4 == 1) r.sampling.temperature = 0, r.sampling.top_p = 1;
+            r.constraint.kind = model::grammar::grammar_kind::json_schema;
+            r.constraint.grammar = schema;  // compiled at submit, by each engine
+        }
+        if (i % 4 == 2) r.sampling.presence_penalty = 0.5f, r.sampling.repetition_penalty = 1.2f;
+        requests.push_back(std::move(r));
+    }
+    std::unique_ptr<engine_harness> plain_h, draft_h;
+    const auto plain = run_all(k_plain, requests, plain_h);
+    const auto drafted = run_all(k_draft, requests, draft_h);
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+        INFO(requests[i].id);
+        CHECK(drafted.tokens[i] == plain.tokens[i]);
+        CHECK(drafted.text[i] == plain.text[i]);
+        CHECK(drafted.reasons[i] == plain.reasons[i]);
+    }
+    for (std::size_t i : {1, 3, 5, 7}) CHECK(plain.reasons[i] == finish_reason::stop);  // the grammar completed
+    CHECK(draft_h->metrics.spec_verify_rows.value() > 0);  // the unconstrained rows (i % 4 == 0) drafted
     CHECK(draft_h->metrics.spec_verify_rows.value() < draft_h->metrics.device_drawn_rows.value());
 }

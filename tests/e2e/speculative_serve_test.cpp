@@ -3,15 +3,20 @@
 // not, answer the same completions over real HTTP with the same text, greedy and
 // seeded, streamed and not, concurrent; the drafting one verified drafts (its metrics);
 // a stop string met inside an accepted run ends both answers alike; the console's state
-// carries the acceptance.
+// carries the acceptance; a drafting daemon's trace replays message for message.
+#include <algorithm>
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <future>
+
+#include "io/trace.hpp"
 
 #include "tests/e2e/daemon.hpp"
 #include "tests/e2e/e2e_support.hpp"
 #include "tests/net/net_fixture.hpp"
 #include "tests/support/model_support.hpp"
+#include "tests/support/test_paths.hpp"
 
 using namespace calserve;
 using namespace calserve::test;
@@ -176,4 +181,59 @@ TEST_CASE("a stop string in a drafting daemon's answer ends it where plain decod
     CHECK(idle.at("speculative").at("acceptance_rate").is_null());
     REQUIRE(plain.stop() == 0);
     REQUIRE(drafting.stop() == 0);
+}
+
+namespace {
+// A copy of the trace at `from` whose header runs `key` with `value` instead.
+std::string with_header_key(const std::string& from, const std::string& key, const std::string& value) {
+    std::ifstream in(from);
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    const auto set = "\"" + key + "=";
+    const auto at = lines.at(0).find(set);
+    if (at == std::string::npos) return {};
+    const auto end = lines[0].find('"', at + set.size());
+    lines[0].replace(at + set.size(), end - at - set.size(), value);
+    const auto to = (scratch_dir("spec-trace") / ("with-" + value + ".jsonl")).string();
+    std::ofstream out(to);
+    for (auto& l : lines) out << l << "\n";
+    return to;
+}
+}  // namespace
+
+// A recordable daemon that drafts (serve --trace): the replay must rebuild its verify
+// jobs (drafts from the drafter, acceptance fed back to the policy, kv_keep of the
+// rejected positions) message for message. The same trace replayed without drafting
+// diverges, so the identical replay is the drafting one.
+TEST_CASE("serve --trace with ngram drafting records a run that replays identically", "[e2e][speculative][trace]") {
+    const auto trace = (scratch_dir("spec-trace") / "drafting.jsonl").string();
+    auto args = serve_args("tiny-dense-1chip", {"device.sim.step_ms=1", "device.sim.d2h_ms=0", "runtime.max_batch=8",
+                                                "runtime.speculative.method=ngram", "runtime.speculative.max_batch=8"});
+    args.insert(args.end(), {"--trace", trace});
+    daemon_process d(args);
+    REQUIRE(d.started());
+    CHECK_THAT(d.banner(), Catch::Contains("recordable"));
+    const auto got = texts(d.port(), 8);
+    for (const auto& t : got) CHECK_FALSE(t.starts_with("HTTP"));
+    const double rows = metric(d.port(), "calserve_spec_verify_rows_total");
+    CHECK(rows > 0);
+    REQUIRE(d.stop() == 0);
+
+    auto file = io::read_trace(trace);
+    REQUIRE(file.ok());
+    REQUIRE(file->end.has_value());
+    CHECK(file->end->dropped == 0);
+    const auto& o = file->header.overrides;
+    CHECK(std::find(o.begin(), o.end(), "runtime.speculative.method=ngram") != o.end());
+    auto [out, rc] = run_calserve("replay " + trace);
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK_THAT(out, Catch::Contains("identical (" + std::to_string(file->messages.size()) + " messages"));
+
+    const auto plain = with_header_key(trace, "runtime.speculative.method", "none");
+    REQUIRE_FALSE(plain.empty());
+    auto [bad, bad_rc] = run_calserve("replay " + plain);
+    INFO(bad);
+    CHECK(bad_rc == 1);
+    CHECK_THAT(bad, Catch::Contains("diverged at sequence"));
 }

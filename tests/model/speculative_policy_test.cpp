@@ -37,6 +37,37 @@ TEST_CASE("draft_length: k maximises expected tokens per step cost") {
     CHECK(draft_length(on(), {0.0, 0}, facts(1, 0.0)) == 0);    // no gain, even for free
 }
 
+TEST_CASE("position_cost: one more position from the device's prices of the plain and verify steps") {
+    struct row {
+        double plain, verify;
+        std::int64_t drafts;
+        double want;
+    };
+    const row table[] = {
+        {10, 16, 4, 0.15},      // cpu backend, 1 row: 5 positions cost 1.6 steps (weights streamed once)
+        {10, 30, 4, 0.5},       // cpu backend, 4 rows: 20 positions cost 3.0 steps (compute-bound)
+        {5.76, 6.30, 1, 0.09375},
+        {10, 10, 4, 0.0},       // free positions (a step that only reads weights)
+        {10, 9, 4, 0.0},        // a noisy price below the plain step: never negative
+        {0, 16, 4, 0.1},        // the device cannot price the plain step: the fixed value
+        {10, 0, 4, 0.1},        // nor the verify step
+        {10, 16, 0, 0.1},       // no drafts to price
+    };
+    for (const auto& r : table) {
+        INFO(r.plain << " -> " << r.verify << " with " << r.drafts << " drafts");
+        CHECK(position_cost(r.plain, r.verify, r.drafts) == Approx(r.want));
+    }
+    CHECK(position_cost(0, 0, 4, 0.25) == 0.25);
+}
+
+TEST_CASE("draft_length with the cpu backend's prices: it drafts less at 4 rows, where verify costs more") {
+    const double one_row = position_cost(1.0, 1.6, 4), four_rows = position_cost(1.0, 3.0, 4);
+    CHECK(draft_length(on(), {0.8, 0}, facts(1, one_row)) == 4);
+    CHECK(draft_length(on(), {0.8, 0}, facts(4, four_rows)) == 2);
+    CHECK(draft_length(on(), {0.6, 0}, facts(1, one_row)) == 2);
+    CHECK(draft_length(on(), {0.6, 0}, facts(4, four_rows)) == 0);  // plain decode
+}
+
 TEST_CASE("draft_length: a sequence that stopped drafting probes once in a while") {
     const auto o = on();
     CHECK(draft_length(o, {0.05, o.probe_every - 1}, facts(1, 0.05)) == 0);
