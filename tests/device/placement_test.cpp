@@ -10,19 +10,7 @@ using namespace calserve::device;
 namespace dt = calserve::device::test;
 
 namespace {
-// Qwen3-30B-A3B's shape on two chips of 9 GB of parameters each.
-package_spec moe_spec() {
-    auto spec = dt::tiny_spec(2);
-    spec.chips = {chip_memory{9'000'000'000, 0}, chip_memory{9'000'000'000, 0}};
-    spec.kv.layers = 48;
-    spec.hidden_size = 2048;
-    spec.num_heads = 32;
-    spec.num_experts = 128;
-    spec.experts_per_token = 8;
-    spec.intermediate_size = 768;
-    spec.vocab_size = 151936;
-    return spec;
-}
+package_spec moe_spec() { return dt::moe_30b_spec(); }
 sim::latency_model model_of(sim::parallel_kind p, double skew = 0, int micro = 0) {
     sim::latency_constants c;
     c.placement = p;

@@ -12,18 +12,7 @@ using namespace calserve::device;
 namespace dt = calserve::device::test;
 
 namespace {
-package_spec moe_spec() {  // Qwen3-30B-A3B's shape on two chips
-    auto spec = dt::tiny_spec(2);
-    spec.chips = {chip_memory{9'000'000'000, 0}, chip_memory{9'000'000'000, 0}};
-    spec.kv.layers = 48;
-    spec.hidden_size = 2048;
-    spec.num_heads = 32;
-    spec.num_experts = 128;
-    spec.experts_per_token = 8;
-    spec.intermediate_size = 768;
-    spec.vocab_size = 151936;
-    return spec;
-}
+package_spec moe_spec() { return dt::moe_30b_spec(); }
 
 // 1024 tokens per layer, 8 experts each: spread evenly over the 128 experts, or, in the
 // layers `hot` names, all on the even experts (chip 0's under e mod 2).

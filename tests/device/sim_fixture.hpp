@@ -124,6 +124,20 @@ inline submodel_desc decode_profile(std::string name, std::int64_t batch, std::u
     return sm;
 }
 
+// Qwen3-30B-A3B's shape on two chips of 9 GB of parameters each (placement and routing tests).
+inline package_spec moe_30b_spec() {
+    auto spec = tiny_spec(2);
+    spec.chips = {chip_memory{9'000'000'000, 0}, chip_memory{9'000'000'000, 0}};
+    spec.kv.layers = 48;
+    spec.hidden_size = 2048;
+    spec.num_heads = 32;
+    spec.num_experts = 128;
+    spec.experts_per_token = 8;
+    spec.intermediate_size = 768;
+    spec.vocab_size = 151936;
+    return spec;
+}
+
 // tiny_spec plus a batch-4 decode program.
 inline package_spec tiny_batched_spec() {
     package_spec p = tiny_spec();
