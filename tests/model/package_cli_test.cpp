@@ -6,6 +6,7 @@
 
 #include "model/package/capacity.hpp"
 #include "model/package/package.hpp"
+#include "cli_run.hpp"
 #include "tests/support/test_paths.hpp"
 
 namespace mp = calserve::model::package;
@@ -13,22 +14,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct run_result {
-    int exit_code = -1;
-    std::string out;
-};
+using calserve::test::run_result;
 
-run_result run(const std::string& args) {
-    const std::string cmd = calserve::test::calserve_binary().string() + " " + args + " 2>/dev/null";
-    run_result r;
-    FILE* pipe = ::popen(cmd.c_str(), "r");
-    REQUIRE(pipe != nullptr);
-    char buf[4096];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) r.out.append(buf, n);
-    const int status = ::pclose(pipe);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
+run_result run(const std::string& args) { return calserve::test::run_calserve(args); }
 
 // "  b4, past 0    12.345 ms ..." -> 12.345
 double step_ms(const std::string& out, const std::string& label) {

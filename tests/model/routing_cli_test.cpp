@@ -9,6 +9,7 @@
 
 #include "model/core/routing_counts.hpp"
 #include "model/package/package.hpp"
+#include "cli_run.hpp"
 #include "tests/support/test_paths.hpp"
 
 namespace mp = calserve::model::package;
@@ -16,22 +17,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct run_result {
-    int exit_code = -1;
-    std::string out;
-};
+using calserve::test::run_result;
 
-run_result run(const std::string& args) {
-    const std::string cmd = calserve::test::calserve_binary().string() + " " + args + " 2>&1";
-    run_result r;
-    FILE* pipe = ::popen(cmd.c_str(), "r");
-    REQUIRE(pipe != nullptr);
-    char buf[4096];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) r.out.append(buf, n);
-    const int status = ::pclose(pipe);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
+run_result run(const std::string& args) { return calserve::test::run_calserve(args, "2>&1"); }
 
 std::string slurp(const fs::path& p) {
     std::ifstream in(p);
