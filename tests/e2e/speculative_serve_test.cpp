@@ -79,6 +79,16 @@ std::vector<std::string> texts(std::uint16_t port, int n) {
     return t;
 }
 
+// n requests to each daemon: the drafting one answers every text the plain one does, and none is an HTTP error.
+void check_same_texts(std::uint16_t plain_port, std::uint16_t drafting_port, int n) {
+    const auto want = texts(plain_port, n);
+    const auto got = texts(drafting_port, n);
+    for (int i = 0; i < n; ++i) {
+        INFO("request " << i);
+        CHECK(got[std::size_t(i)] == want[std::size_t(i)]);
+        CHECK_FALSE(want[std::size_t(i)].starts_with("HTTP"));
+    }
+}
 }  // namespace
 
 TEST_CASE("serve with ngram drafting answers the text plain decoding answers", "[e2e][speculative]") {
@@ -91,13 +101,7 @@ TEST_CASE("serve with ngram drafting answers the text plain decoding answers", "
     REQUIRE(plain.started());
     REQUIRE(drafting.started());
     const int n = 8;
-    const auto want = texts(plain.port(), n);
-    const auto got = texts(drafting.port(), n);
-    for (int i = 0; i < n; ++i) {
-        INFO("request " << i);
-        CHECK(got[std::size_t(i)] == want[std::size_t(i)]);
-        CHECK_FALSE(want[std::size_t(i)].starts_with("HTTP"));
-    }
+    check_same_texts(plain.port(), drafting.port(), n);
     CHECK(metric(drafting.port(), "calserve_spec_verify_rows_total") > 0);
     CHECK(metric(drafting.port(), "calserve_spec_drafted_tokens_total") > 0);
     CHECK(metric(plain.port(), "calserve_spec_verify_rows_total") == 0);
@@ -114,13 +118,7 @@ TEST_CASE("serve --model (cpu backend) with ngram drafting answers the text plai
     REQUIRE(plain.started());
     REQUIRE(drafting.started());
     const int n = 4;
-    const auto want = texts(plain.port(), n);
-    const auto got = texts(drafting.port(), n);
-    for (int i = 0; i < n; ++i) {
-        INFO("request " << i);
-        CHECK(got[std::size_t(i)] == want[std::size_t(i)]);
-        CHECK_FALSE(want[std::size_t(i)].starts_with("HTTP"));
-    }
+    check_same_texts(plain.port(), drafting.port(), n);
     CHECK(metric(drafting.port(), "calserve_spec_verify_rows_total") > 0);
     CHECK(metric(drafting.port(), "calserve_spec_accepted_tokens_total") > 0);
     CHECK(metric(plain.port(), "calserve_spec_verify_rows_total") == 0);
