@@ -124,10 +124,10 @@ constexpr int k_panel = 16;                           // rows per panel
 constexpr std::int64_t k_block_panels = 8;            // panels per row block
 constexpr std::int64_t k_rb_rows = k_panel * k_block_panels;
 constexpr std::int64_t k_rb_block_bytes = k_block_panels * (512 + 32);
-constexpr int k_vnni_max_group = 6;                   // vectors per micro-kernel
+constexpr int k_vnni_max_group = 8;                   // vectors per micro-kernel
 // Panels per micro-kernel: 2 x panels x vectors accumulators (int32 block sums, FP32
 // chains). One vector (decode): 8 panels, so 8 independent `vpdpbusd` chains hide its latency.
-constexpr int vnni_panels_for(int g) { return g == 1 ? 8 : g == 2 ? 4 : 2; }
+constexpr int vnni_panels_for(int g) { return g == 1 ? 8 : g == 2 ? 4 : g <= 4 ? 2 : 1; }
 
 // Rows [r, r + n) (n <= 16) of w, nb blocks, as panel p of the row block at dst; missing rows are zero.
 void pack_panel(const tensor_view& w, std::int64_t r, std::int64_t n, std::int64_t nb, std::byte* dst, std::int64_t p) {
@@ -250,7 +250,9 @@ void rows_vnni(const tensor_view& w, std::int64_t r0, std::int64_t r1, const q8_
                 case 3: group_vnni<3>(rb, p0, np, rows, xq, v, yv, ldy); break;
                 case 4: group_vnni<4>(rb, p0, np, rows, xq, v, yv, ldy); break;
                 case 5: group_vnni<5>(rb, p0, np, rows, xq, v, yv, ldy); break;
-                default: group_vnni<6>(rb, p0, np, rows, xq, v, yv, ldy); break;
+                case 6: group_vnni<6>(rb, p0, np, rows, xq, v, yv, ldy); break;
+                case 7: group_vnni<7>(rb, p0, np, rows, xq, v, yv, ldy); break;
+                default: group_vnni<8>(rb, p0, np, rows, xq, v, yv, ldy); break;
             }
             v += count;
         }
