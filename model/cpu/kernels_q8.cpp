@@ -166,36 +166,39 @@ bool cpu_has_avx512_vnni() {
     return has;
 }
 
-// Panels of 16 rows in row blocks of 8 panels (128 rows). A row block holds, per block b
-// of 32 columns, the weights as 8 groups j (bytes 4j..4j+3) x 8 panels x 16 rows x 4
-// bytes (a cache line per panel and group), then the 8 panels' 16 FP16 scales (8 x 32
-// bytes): the stored bytes, 4,352 per 128 rows x block, in the order a one-vector pass
-// reads them (one sequential stream).
+// Panels of 16 rows, each one contiguous stream: per pair of blocks (64 columns), block
+// 2k's weights as 8 groups j (bytes 4j..4j+3) x 16 rows x 4 bytes (a cache line per
+// group), block 2k + 1's the same, then the two blocks' 16 FP16 scales each: 1,088
+// bytes per 16 rows x 64 columns, the stored bytes, every load on its own cache line. A
+// micro-kernel of R panels reads R sequential streams.
 constexpr int k_panel = 16;                           // rows per panel
-constexpr std::int64_t k_block_panels = 8;            // panels per row block
-constexpr std::int64_t k_rb_rows = k_panel * k_block_panels;
-constexpr std::int64_t k_rb_block_bytes = k_block_panels * (512 + 32);
+constexpr std::int64_t k_pair_bytes = 2 * 512 + 2 * 32;
+constexpr std::int64_t k_chunk_panels = 8;            // panels every vector group passes over in turn
 constexpr int k_vnni_max_group = 8;                   // vectors per micro-kernel
 // Panels per micro-kernel: 2 x panels x vectors accumulators (int32 block sums, FP32
 // chains). One vector (decode): 8 panels, so 8 independent `vpdpbusd` chains hide its latency.
-constexpr int vnni_panels_for(int g) { return g == 1 ? 8 : g == 2 ? 4 : g <= 4 ? 2 : 1; }
+constexpr int vnni_panels_for(int g) { return g == 1 ? 8 : 1; }
 
-// Rows [r, r + n) (n <= 16) of w, nb blocks, as panel p of the row block at dst; missing rows are zero.
-void pack_panel(const tensor_view& w, std::int64_t r, std::int64_t n, std::int64_t nb, std::byte* dst, std::int64_t p) {
+constexpr std::int64_t panel_bytes(std::int64_t blocks) { return (blocks + 1) / 2 * k_pair_bytes; }
+// Offsets in a panel of block b's weights and of its scales.
+constexpr std::int64_t panel_weights_at(std::int64_t b) { return b / 2 * k_pair_bytes + b % 2 * 512; }
+constexpr std::int64_t panel_scales_at(std::int64_t b) { return b / 2 * k_pair_bytes + 1024 + b % 2 * 32; }
+
+// Rows [r, r + n) (n <= 16) of w, nb blocks, as the panel at dst; missing rows are zero.
+void pack_panel(const tensor_view& w, std::int64_t r, std::int64_t n, std::int64_t nb, std::byte* dst) {
     for (std::int64_t i = 0; i < k_panel; ++i) {
         const std::byte* row = i < n ? w.row(r + i) : nullptr;
         for (std::int64_t b = 0; b < nb; ++b) {
-            std::byte* pb = dst + b * k_rb_block_bytes;
             std::uint16_t scale = 0;
             std::uint32_t q[8] = {};
             if (row != nullptr) {
                 std::memcpy(&scale, row + b * k_block_bytes, 2);
                 std::memcpy(q, row + b * k_block_bytes + 2, sizeof q);
             }
-            std::memcpy(pb + k_block_panels * 512 + p * 32 + i * 2, &scale, 2);
+            std::memcpy(dst + panel_scales_at(b) + i * 2, &scale, 2);
             for (int j = 0; j < 8; ++j) {
                 const std::uint32_t u = q[j] ^ 0x80808080u;  // q + 128 in each byte
-                std::memcpy(pb + j * 512 + p * 64 + i * 4, &u, 4);
+                std::memcpy(dst + panel_weights_at(b) + j * 64 + i * 4, &u, 4);
             }
         }
     }
@@ -206,16 +209,18 @@ void pack_panel(const tensor_view& w, std::int64_t r, std::int64_t n, std::int64
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
-// Panels [p, p + R) of the row block at rb x G vectors from v0; `rows`: valid rows from panel p on.
+// R panels from `panels` (`stride` bytes apart, their blocks from cb on) x G vectors from
+// v0; `rows`: valid rows from the first panel on.
 template <int R, int G>
-CALSERVE_VNNI_ISA void panels_vnni(const std::byte* rb, std::int64_t p, const q8_vectors& xq, std::int64_t v0,
-                                   float* y, std::int64_t ldy, std::int64_t rows) {
+CALSERVE_VNNI_ISA void panels_vnni(const std::byte* panels, std::int64_t stride, std::int64_t cb,
+                                   const q8_vectors& xq, std::int64_t v0, float* y, std::int64_t ldy,
+                                   std::int64_t rows) {
     const std::int64_t nb = xq.blocks;
     __m512 acc[R][G];
     for (int r = 0; r < R; ++r)
         for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
     for (std::int64_t b = 0; b < nb; ++b) {
-        const std::byte* pb = rb + b * k_rb_block_bytes + p * 64;
+        const std::byte* pw = panels + panel_weights_at(cb + b);
         __m512i s[R][G];
         for (int g = 0; g < G; ++g) {
             const __m512i c = _mm512_set1_epi32(xq.bsum[static_cast<std::size_t>((v0 + g) * nb + b)]);
@@ -224,7 +229,7 @@ CALSERVE_VNNI_ISA void panels_vnni(const std::byte* rb, std::int64_t p, const q8
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
             __m512i wv[R];
-            for (int r = 0; r < R; ++r) wv[r] = _mm512_loadu_si512(pb + j * 512 + r * 64);
+            for (int r = 0; r < R; ++r) wv[r] = _mm512_loadu_si512(pw + r * stride + j * 64);
             for (int g = 0; g < G; ++g) {
                 std::int32_t xw;
                 std::memcpy(&xw, xq.q.data() + ((v0 + g) * nb + b) * k_block + 4 * j, 4);
@@ -233,8 +238,8 @@ CALSERVE_VNNI_ISA void panels_vnni(const std::byte* rb, std::int64_t p, const q8
             }
         }
         for (int r = 0; r < R; ++r) {
-            const __m512 dw = _mm512_cvtph_ps(
-                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rb + b * k_rb_block_bytes + k_block_panels * 512 + (p + r) * 32)));
+            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(
+                reinterpret_cast<const __m256i*>(panels + r * stride + panel_scales_at(cb + b))));
             for (int g = 0; g < G; ++g) {
                 const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xq.d[static_cast<std::size_t>((v0 + g) * nb + b)]));
                 acc[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r][g]), sc, acc[r][g]);
@@ -250,14 +255,16 @@ CALSERVE_VNNI_ISA void panels_vnni(const std::byte* rb, std::int64_t p, const q8
 
 #pragma GCC diagnostic pop
 
-// Panels [p0, p0 + np) of the row block at rb against G vectors from v0, R panels per micro-kernel.
+// np panels from `panels` against G vectors from v0, R panels per micro-kernel.
 template <int G>
-void group_vnni(const std::byte* rb, std::int64_t p0, std::int64_t np, std::int64_t rows, const q8_vectors& xq,
-                std::int64_t v0, float* y, std::int64_t ldy) {
+void group_vnni(const std::byte* panels, std::int64_t stride, std::int64_t cb, std::int64_t np, std::int64_t rows,
+                const q8_vectors& xq, std::int64_t v0, float* y, std::int64_t ldy) {
     constexpr int R = vnni_panels_for(G);
     std::int64_t p = 0;
-    for (; p + R <= np; p += R) panels_vnni<R, G>(rb, p0 + p, xq, v0, y + p * k_panel, ldy, rows - p * k_panel);
-    for (; p < np; ++p) panels_vnni<1, G>(rb, p0 + p, xq, v0, y + p * k_panel, ldy, rows - p * k_panel);
+    for (; p + R <= np; p += R)
+        panels_vnni<R, G>(panels + p * stride, stride, cb, xq, v0, y + p * k_panel, ldy, rows - p * k_panel);
+    for (; p < np; ++p)
+        panels_vnni<1, G>(panels + p * stride, stride, cb, xq, v0, y + p * k_panel, ldy, rows - p * k_panel);
 }
 
 // Matrices packed once (q8_panels_pin), by the address of their first byte.
@@ -291,41 +298,38 @@ packed_place find_packed(const tensor_view& w) {
     return inside ? at : packed_place{};
 }
 
-// Rows by row block (the matrix's packed panels, or packed now into this thread's buffer
-// when w is not pinned or r0 is not on a panel), then every vector group (balanced:
-// 16 = 8 + 8, 12 = 6 + 6) over them.
+// Rows in chunks of 8 panels (the matrix's packed panels, or packed now into this
+// thread's buffer when w is not pinned or r0 is not on a panel), then every vector group
+// (balanced: 16 = 8 + 8, 12 = 6 + 6) over a chunk, which stays in L2 after the first.
 void rows_vnni(const tensor_view& w, std::int64_t r0, std::int64_t r1, const q8_vectors& xq, std::int64_t nvec,
                float* y, std::int64_t ldy) {
     thread_local simd_vector<std::byte> buffer;
     const std::int64_t nb = xq.blocks;
     packed_place packed = find_packed(w);
     if (packed.m != nullptr && (packed.row + r0) % k_panel != 0) packed = {};
-    if (packed.m == nullptr) buffer.resize(static_cast<std::size_t>(nb * k_rb_block_bytes));
+    const std::int64_t stride = packed.m != nullptr ? panel_bytes(packed.m->blocks) : panel_bytes(nb);
+    if (packed.m == nullptr) buffer.resize(static_cast<std::size_t>(k_chunk_panels * stride));
     const std::int64_t groups = (nvec + k_vnni_max_group - 1) / k_vnni_max_group;
     for (std::int64_t b0 = r0; b0 < r1;) {
-        const std::byte* rb = buffer.data();
-        std::int64_t p0 = 0;
-        if (packed.m != nullptr) {  // row g of the matrix: row block g / 128, panel g % 128 / 16
-            const std::int64_t g = packed.row + b0;
-            p0 = g % k_rb_rows / k_panel;
-            rb = packed.m->panels.data() + (g / k_rb_rows * packed.m->blocks + packed.block) * k_rb_block_bytes;
-        }
-        const std::int64_t rows = std::min(r1 - b0, (k_block_panels - p0) * k_panel);
+        const std::int64_t rows = std::min(r1 - b0, k_chunk_panels * k_panel);
         const std::int64_t np = (rows + k_panel - 1) / k_panel;
+        const std::byte* panels = buffer.data();
+        if (packed.m != nullptr) panels = packed.m->panels.data() + (packed.row + b0) / k_panel * stride;
         for (std::int64_t p = 0; packed.m == nullptr && p < np; ++p)
-            pack_panel(w, b0 + p * k_panel, std::min<std::int64_t>(k_panel, rows - p * k_panel), nb, buffer.data(), p);
+            pack_panel(w, b0 + p * k_panel, std::min<std::int64_t>(k_panel, rows - p * k_panel), nb,
+                       buffer.data() + p * stride);
         for (std::int64_t g = 0, v = 0; g < groups; ++g) {
             const std::int64_t count = (nvec - v + (groups - g) - 1) / (groups - g);
             float* yv = y + v * ldy + (b0 - r0);
             switch (count) {
-                case 1: group_vnni<1>(rb, p0, np, rows, xq, v, yv, ldy); break;
-                case 2: group_vnni<2>(rb, p0, np, rows, xq, v, yv, ldy); break;
-                case 3: group_vnni<3>(rb, p0, np, rows, xq, v, yv, ldy); break;
-                case 4: group_vnni<4>(rb, p0, np, rows, xq, v, yv, ldy); break;
-                case 5: group_vnni<5>(rb, p0, np, rows, xq, v, yv, ldy); break;
-                case 6: group_vnni<6>(rb, p0, np, rows, xq, v, yv, ldy); break;
-                case 7: group_vnni<7>(rb, p0, np, rows, xq, v, yv, ldy); break;
-                default: group_vnni<8>(rb, p0, np, rows, xq, v, yv, ldy); break;
+                case 1: group_vnni<1>(panels, stride, packed.block, np, rows, xq, v, yv, ldy); break;
+                case 2: group_vnni<2>(panels, stride, packed.block, np, rows, xq, v, yv, ldy); break;
+                case 3: group_vnni<3>(panels, stride, packed.block, np, rows, xq, v, yv, ldy); break;
+                case 4: group_vnni<4>(panels, stride, packed.block, np, rows, xq, v, yv, ldy); break;
+                case 5: group_vnni<5>(panels, stride, packed.block, np, rows, xq, v, yv, ldy); break;
+                case 6: group_vnni<6>(panels, stride, packed.block, np, rows, xq, v, yv, ldy); break;
+                case 7: group_vnni<7>(panels, stride, packed.block, np, rows, xq, v, yv, ldy); break;
+                default: group_vnni<8>(panels, stride, packed.block, np, rows, xq, v, yv, ldy); break;
             }
             v += count;
         }
@@ -352,12 +356,11 @@ std::shared_ptr<const void> q8_panels_pin(const tensor_view& w) {
     p->rows = w.rows;
     p->blocks = w.cols / k_block;
     p->row_bytes = w.row_stride / k_block * k_block_bytes;
-    const std::int64_t np = (w.rows + k_panel - 1) / k_panel;
-    const std::int64_t row_blocks = (np + k_block_panels - 1) / k_block_panels;
-    p->panels.assign(static_cast<std::size_t>(row_blocks * p->blocks * k_rb_block_bytes), std::byte{0x80});
+    const std::int64_t np = (w.rows + k_panel - 1) / k_panel, stride = panel_bytes(p->blocks);
+    p->panels.assign(static_cast<std::size_t>(np * stride), std::byte{0x80});
     for (std::int64_t i = 0; i < np; ++i)
         pack_panel(w, i * k_panel, std::min<std::int64_t>(k_panel, w.rows - i * k_panel), p->blocks,
-                   p->panels.data() + i / k_block_panels * p->blocks * k_rb_block_bytes, i % k_block_panels);
+                   p->panels.data() + i * stride);
     {
         std::unique_lock lock(g_packed_mutex);
         if (!g_packed.emplace(w.data, p).second) return nullptr;  // already pinned (a tied matrix)
