@@ -149,11 +149,17 @@ void quantize_vectors_q8(thread_pool& pool, const float* x, std::int64_t nvec, s
 // the same bits.
 void dot_rows_q8(const tensor_view& w, std::int64_t r0, std::int64_t r1, const q8_vectors& xq, std::int64_t nvec,
                  float* y, std::int64_t ldy);
-// The VNNI form's panels of a whole Q8_0 matrix, packed once (a model's weights, at load):
-// while the returned handle lives, dot_rows_q8 on a view with w's data, columns and
-// stride reads them instead of interleaving its rows per call (the same bits either way).
-// Null when there is nothing to pin (not Q8_0, no VNNI form, or already pinned).
-std::shared_ptr<const void> q8_panels_pin(const tensor_view& w);
+// A whole Q8_0 matrix's rows interleaved once into the VNNI form's panels (a model's
+// weights, at load): while the returned handle lives, dot_rows_q8 on any view inside w
+// (w, a row or column slice, any row range) reads the panels, in both forms, instead of
+// interleaving rows per call (the same bits either way). `own`: w's bytes, writable, when
+// the caller owns them and nothing else reads them while the handle lives (an embedding
+// table tied to the LM head is read by rows: pass nullptr); the panels then take the
+// rows' place, byte for byte, when their sizes agree (rows a multiple of 16, an even
+// number of blocks, rows back to back), and the rows come back when the handle ends.
+// Otherwise the panels are a copy. Null when there is nothing to pin (not Q8_0, no VNNI
+// form, or already pinned).
+std::shared_ptr<const void> q8_panels_pin(const tensor_view& w, std::byte* own = nullptr);
 // Whether dot_rows_q8 runs its VNNI form (AVX512_VNNI present and allowed); tests force
 // the AVX2 form to compare the two bit for bit, benchmarks time both.
 bool q8_dot_vnni();

@@ -31,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <shared_mutex>
+#include <type_traits>
 
 #include "model/cpu/kernels.hpp"
 #include "model/weights/stored_rows.hpp"
@@ -210,11 +211,11 @@ void pack_panel(const tensor_view& w, std::int64_t r, std::int64_t n, std::int64
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 // R panels from `panels` (`stride` bytes apart, their blocks from cb on) x G vectors from
-// v0; `rows`: valid rows from the first panel on.
+// v0. Lane l of panel r is output row start + 16 r + l, stored when in [0, rows).
 template <int R, int G>
 CALSERVE_VNNI_ISA void panels_vnni(const std::byte* panels, std::int64_t stride, std::int64_t cb,
                                    const q8_vectors& xq, std::int64_t v0, float* y, std::int64_t ldy,
-                                   std::int64_t rows) {
+                                   std::int64_t start, std::int64_t rows) {
     const std::int64_t nb = xq.blocks;
     __m512 acc[R][G];
     for (int r = 0; r < R; ++r)
@@ -247,36 +248,40 @@ CALSERVE_VNNI_ISA void panels_vnni(const std::byte* panels, std::int64_t stride,
         }
     }
     for (int r = 0; r < R; ++r) {
-        const std::int64_t n = std::clamp<std::int64_t>(rows - r * k_panel, 0, k_panel);
-        const __mmask16 m = static_cast<__mmask16>((1u << n) - 1u);
-        for (int g = 0; g < G; ++g) _mm512_mask_storeu_ps(y + g * ldy + r * k_panel, m, acc[r][g]);
+        const std::int64_t at = start + r * k_panel;  // the output row of lane 0
+        const std::int64_t lo = std::max<std::int64_t>(0, -at), hi = std::min<std::int64_t>(k_panel, rows - at);
+        if (hi <= lo) continue;
+        const auto m = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+        for (int g = 0; g < G; ++g) _mm512_mask_compressstoreu_ps(y + g * ldy + at + lo, m, acc[r][g]);
     }
 }
 
 #pragma GCC diagnostic pop
 
-// np panels from `panels` against G vectors from v0, R panels per micro-kernel.
+// np panels from `panels` against G vectors from v0, R panels per micro-kernel; the
+// first panel's lane `skip` is output row 0, `rows` rows wanted.
 template <int G>
-void group_vnni(const std::byte* panels, std::int64_t stride, std::int64_t cb, std::int64_t np, std::int64_t rows,
-                const q8_vectors& xq, std::int64_t v0, float* y, std::int64_t ldy) {
+void group_vnni(const std::byte* panels, std::int64_t stride, std::int64_t cb, std::int64_t np, std::int64_t skip,
+                std::int64_t rows, const q8_vectors& xq, std::int64_t v0, float* y, std::int64_t ldy) {
     constexpr int R = vnni_panels_for(G);
     std::int64_t p = 0;
     for (; p + R <= np; p += R)
-        panels_vnni<R, G>(panels + p * stride, stride, cb, xq, v0, y + p * k_panel, ldy, rows - p * k_panel);
-    for (; p < np; ++p)
-        panels_vnni<1, G>(panels + p * stride, stride, cb, xq, v0, y + p * k_panel, ldy, rows - p * k_panel);
+        panels_vnni<R, G>(panels + p * stride, stride, cb, xq, v0, y, ldy, p * k_panel - skip, rows);
+    for (; p < np; ++p) panels_vnni<1, G>(panels + p * stride, stride, cb, xq, v0, y, ldy, p * k_panel - skip, rows);
 }
 
-// Matrices packed once (q8_panels_pin), by the address of their first byte.
+// Matrices pinned (q8_panels_pin), by the address of their first byte: their panels,
+// in a copy or in the matrix's own bytes.
 struct packed_matrix {
     const std::byte* data = nullptr;
     std::int64_t rows = 0, blocks = 0, row_bytes = 0;  // row_bytes: the stored stride
-    simd_vector<std::byte> panels;
+    const std::byte* panels = nullptr;
+    simd_vector<std::byte> copy;  // empty when packed in place
 };
 std::shared_mutex g_packed_mutex;
 std::map<const std::byte*, std::shared_ptr<const packed_matrix>> g_packed;
 
-// Where view w lies in a packed matrix: its first row and first block there.
+// Where view w lies in a pinned matrix: its first row and first block there.
 struct packed_place {
     const packed_matrix* m = nullptr;
     std::int64_t row = 0, block = 0;
@@ -298,42 +303,105 @@ packed_place find_packed(const tensor_view& w) {
     return inside ? at : packed_place{};
 }
 
-// Rows in chunks of 8 panels (the matrix's packed panels, or packed now into this
-// thread's buffer when w is not pinned or r0 is not on a panel), then every vector group
-// (balanced: 16 = 8 + 8, 12 = 6 + 6) over a chunk, which stays in L2 after the first.
-void rows_vnni(const tensor_view& w, std::int64_t r0, std::int64_t r1, const q8_vectors& xq, std::int64_t nvec,
-               float* y, std::int64_t ldy) {
+// Rows in chunks of 8 panels (a pinned matrix's panels from the one holding r0, or
+// packed now into this thread's buffer), then every vector group (balanced: 16 = 8 + 8,
+// 12 = 6 + 6) over a chunk, which stays in L2 after the first.
+void rows_vnni(const tensor_view& w, const packed_place& packed, std::int64_t r0, std::int64_t r1,
+               const q8_vectors& xq, std::int64_t nvec, float* y, std::int64_t ldy) {
     thread_local simd_vector<std::byte> buffer;
     const std::int64_t nb = xq.blocks;
-    packed_place packed = find_packed(w);
-    if (packed.m != nullptr && (packed.row + r0) % k_panel != 0) packed = {};
-    const std::int64_t stride = packed.m != nullptr ? panel_bytes(packed.m->blocks) : panel_bytes(nb);
+    const std::int64_t stride = panel_bytes(packed.m != nullptr ? packed.m->blocks : nb);
     if (packed.m == nullptr) buffer.resize(static_cast<std::size_t>(k_chunk_panels * stride));
     const std::int64_t groups = (nvec + k_vnni_max_group - 1) / k_vnni_max_group;
     for (std::int64_t b0 = r0; b0 < r1;) {
-        const std::int64_t rows = std::min(r1 - b0, k_chunk_panels * k_panel);
-        const std::int64_t np = (rows + k_panel - 1) / k_panel;
         const std::byte* panels = buffer.data();
-        if (packed.m != nullptr) panels = packed.m->panels.data() + (packed.row + b0) / k_panel * stride;
+        std::int64_t skip = 0;
+        if (packed.m != nullptr) {
+            const std::int64_t g = packed.row + b0;  // the matrix's row
+            panels = packed.m->panels + g / k_panel * stride;
+            skip = g % k_panel;
+        }
+        const std::int64_t rows = std::min(r1 - b0, k_chunk_panels * k_panel - skip);
+        const std::int64_t np = (skip + rows + k_panel - 1) / k_panel;
         for (std::int64_t p = 0; packed.m == nullptr && p < np; ++p)
             pack_panel(w, b0 + p * k_panel, std::min<std::int64_t>(k_panel, rows - p * k_panel), nb,
                        buffer.data() + p * stride);
         for (std::int64_t g = 0, v = 0; g < groups; ++g) {
             const std::int64_t count = (nvec - v + (groups - g) - 1) / (groups - g);
             float* yv = y + v * ldy + (b0 - r0);
+            auto run = [&](auto group) {
+                group_vnni<decltype(group)::value>(panels, stride, packed.block, np, skip, rows, xq, v, yv, ldy);
+            };
             switch (count) {
-                case 1: group_vnni<1>(panels, stride, packed.block, np, rows, xq, v, yv, ldy); break;
-                case 2: group_vnni<2>(panels, stride, packed.block, np, rows, xq, v, yv, ldy); break;
-                case 3: group_vnni<3>(panels, stride, packed.block, np, rows, xq, v, yv, ldy); break;
-                case 4: group_vnni<4>(panels, stride, packed.block, np, rows, xq, v, yv, ldy); break;
-                case 5: group_vnni<5>(panels, stride, packed.block, np, rows, xq, v, yv, ldy); break;
-                case 6: group_vnni<6>(panels, stride, packed.block, np, rows, xq, v, yv, ldy); break;
-                case 7: group_vnni<7>(panels, stride, packed.block, np, rows, xq, v, yv, ldy); break;
-                default: group_vnni<8>(panels, stride, packed.block, np, rows, xq, v, yv, ldy); break;
+                case 1: run(std::integral_constant<int, 1>{}); break;
+                case 2: run(std::integral_constant<int, 2>{}); break;
+                case 3: run(std::integral_constant<int, 3>{}); break;
+                case 4: run(std::integral_constant<int, 4>{}); break;
+                case 5: run(std::integral_constant<int, 5>{}); break;
+                case 6: run(std::integral_constant<int, 6>{}); break;
+                case 7: run(std::integral_constant<int, 7>{}); break;
+                default: run(std::integral_constant<int, 8>{}); break;
             }
             v += count;
         }
         b0 += rows;
+    }
+}
+
+// The AVX2 form over a pinned matrix's panels (when the VNNI form is not allowed: the rows
+// may be rearranged in place). Half a panel (8 rows) x NV vectors from v0: per 4-byte
+// group j, 8 rows' bytes in one register (offset back to signed) against q_x's bytes
+// 4j..4j+3 broadcast, the same exact block sums and chains as the VNNI form.
+template <int NV>
+void half_panel_avx2(const std::byte* panel, std::int64_t half, std::int64_t cb, const q8_vectors& xq,
+                     std::int64_t v0, float* out) {
+    const std::int64_t nb = xq.blocks;
+    const __m256i ones = _mm256_set1_epi16(1), offset = _mm256_set1_epi8(static_cast<char>(0x80));
+    __m256 acc[NV];
+    for (int v = 0; v < NV; ++v) acc[v] = _mm256_setzero_ps();
+    for (std::int64_t b = 0; b < nb; ++b) {
+        const std::byte* pw = panel + panel_weights_at(cb + b) + half * 32;
+        __m256i wq[8];
+        for (int j = 0; j < 8; ++j)
+            wq[j] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pw + j * 64)), offset);
+        const __m256 dw = _mm256_cvtph_ps(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(panel + panel_scales_at(cb + b) + half * 16)));
+        for (int v = 0; v < NV; ++v) {
+            const std::int64_t at = (v0 + v) * nb + b;
+            __m256i s = _mm256_setzero_si256();
+            for (int j = 0; j < 8; ++j) {
+                std::int32_t xw;
+                std::memcpy(&xw, xq.q.data() + at * k_block + 4 * j, 4);
+                const __m256i x = _mm256_set1_epi32(xw);
+                s = _mm256_add_epi32(s, _mm256_madd_epi16(
+                                            _mm256_maddubs_epi16(_mm256_sign_epi8(wq[j], wq[j]), _mm256_sign_epi8(x, wq[j])), ones));
+            }
+            const __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(xq.d[static_cast<std::size_t>(at)]));
+            acc[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), sc, acc[v]);
+        }
+    }
+    for (int v = 0; v < NV; ++v) _mm256_storeu_ps(out + v * 8, acc[v]);
+}
+
+void rows_avx2_panels(const packed_place& packed, std::int64_t r0, std::int64_t r1, const q8_vectors& xq,
+                      std::int64_t nvec, float* y, std::int64_t ldy) {
+    const std::int64_t stride = panel_bytes(packed.m->blocks);
+    float out[k_group * 8];
+    for (std::int64_t h0 = (packed.row + r0) / 8 * 8; h0 < packed.row + r1; h0 += 8) {  // the matrix's rows
+        const std::byte* panel = packed.m->panels + h0 / k_panel * stride;
+        const std::int64_t lo = std::max(h0, packed.row + r0), hi = std::min(h0 + 8, packed.row + r1);
+        for (std::int64_t v = 0; v < nvec; v += k_group) {
+            const std::int64_t count = std::min(k_group, nvec - v);
+            switch (count) {
+                case 1: half_panel_avx2<1>(panel, h0 % k_panel / 8, packed.block, xq, v, out); break;
+                case 2: half_panel_avx2<2>(panel, h0 % k_panel / 8, packed.block, xq, v, out); break;
+                case 3: half_panel_avx2<3>(panel, h0 % k_panel / 8, packed.block, xq, v, out); break;
+                default: half_panel_avx2<4>(panel, h0 % k_panel / 8, packed.block, xq, v, out); break;
+            }
+            for (std::int64_t i = 0; i < count; ++i)
+                std::memcpy(y + (v + i) * ldy + (lo - packed.row - r0), out + i * 8 + (lo - h0),
+                            static_cast<std::size_t>(hi - lo) * sizeof(float));
+        }
     }
 }
 
@@ -349,7 +417,26 @@ std::int32_t vnni_start(const __m256i bytes) {
 
 }  // namespace
 
-std::shared_ptr<const void> q8_panels_pin(const tensor_view& w) {
+namespace {
+
+// Rows [r, r + n) of the rows at `rows` (row_bytes apart, nb blocks) back from the panel at src.
+void unpack_panel(const std::byte* src, std::int64_t n, std::int64_t nb, std::byte* rows, std::int64_t row_bytes) {
+    for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t b = 0; b < nb; ++b) {
+            std::byte* blk = rows + i * row_bytes + b * k_block_bytes;
+            std::memcpy(blk, src + panel_scales_at(b) + i * 2, 2);
+            for (int j = 0; j < 8; ++j) {
+                std::uint32_t u;
+                std::memcpy(&u, src + panel_weights_at(b) + j * 64 + i * 4, 4);
+                u ^= 0x80808080u;
+                std::memcpy(blk + 2 + 4 * j, &u, 4);
+            }
+        }
+}
+
+}  // namespace
+
+std::shared_ptr<const void> q8_panels_pin(const tensor_view& w, std::byte* own) {
     if (w.type != dtype::q8_0 || w.rows <= 0 || w.cols <= 0 || !q8_dot_vnni()) return nullptr;
     auto p = std::make_shared<packed_matrix>();
     p->data = w.data;
@@ -357,18 +444,40 @@ std::shared_ptr<const void> q8_panels_pin(const tensor_view& w) {
     p->blocks = w.cols / k_block;
     p->row_bytes = w.row_stride / k_block * k_block_bytes;
     const std::int64_t np = (w.rows + k_panel - 1) / k_panel, stride = panel_bytes(p->blocks);
-    p->panels.assign(static_cast<std::size_t>(np * stride), std::byte{0x80});
-    for (std::int64_t i = 0; i < np; ++i)
-        pack_panel(w, i * k_panel, std::min<std::int64_t>(k_panel, w.rows - i * k_panel), p->blocks,
-                   p->panels.data() + i * stride);
+    // In place when the panels take exactly the rows' bytes: whole panels, whole block
+    // pairs, rows back to back.
+    const bool in_place = own == w.data && w.rows % k_panel == 0 && p->blocks % 2 == 0 && w.row_stride == w.cols;
     {
         std::unique_lock lock(g_packed_mutex);
-        if (!g_packed.emplace(w.data, p).second) return nullptr;  // already pinned (a tied matrix)
+        if (g_packed.contains(w.data)) return nullptr;  // already pinned (a tied matrix)
+        if (in_place) {
+            simd_vector<std::byte> rows(static_cast<std::size_t>(stride));
+            for (std::int64_t i = 0; i < np; ++i) {
+                std::byte* at = own + i * stride;  // = row 16 i
+                std::memcpy(rows.data(), at, static_cast<std::size_t>(stride));
+                const tensor_view panel_rows{dtype::q8_0, k_panel, w.cols, w.cols, rows.data()};
+                pack_panel(panel_rows, 0, k_panel, p->blocks, at);
+            }
+            p->panels = own;
+        } else {
+            p->copy.assign(static_cast<std::size_t>(np * stride), std::byte{0x80});
+            for (std::int64_t i = 0; i < np; ++i)
+                pack_panel(w, i * k_panel, std::min<std::int64_t>(k_panel, w.rows - i * k_panel), p->blocks,
+                           p->copy.data() + i * stride);
+            p->panels = p->copy.data();
+        }
+        g_packed.emplace(w.data, p);
     }
-    const std::byte* key = w.data;
-    return std::shared_ptr<const void>(p.get(), [key, p](const void*) {
+    return std::shared_ptr<const void>(p.get(), [p, own, in_place](const void*) {
         std::unique_lock lock(g_packed_mutex);
-        g_packed.erase(key);
+        g_packed.erase(p->data);
+        if (!in_place) return;
+        const std::int64_t stride = panel_bytes(p->blocks);
+        simd_vector<std::byte> panel(static_cast<std::size_t>(stride));
+        for (std::int64_t i = 0; i < p->rows / k_panel; ++i) {  // the rows back as they were
+            std::memcpy(panel.data(), own + i * stride, static_cast<std::size_t>(stride));
+            unpack_panel(panel.data(), k_panel, p->blocks, own + i * stride, p->row_bytes);
+        }
     });
 }
 
@@ -433,7 +542,9 @@ void quantize_vectors_q8(thread_pool& pool, const float* x, std::int64_t nvec, s
 
 void dot_rows_q8(const tensor_view& w, std::int64_t r0, std::int64_t r1, const q8_vectors& xq, std::int64_t nvec,
                  float* y, std::int64_t ldy) {
-    if (q8_dot_vnni()) return rows_vnni(w, r0, r1, xq, nvec, y, ldy);
+    const packed_place packed = find_packed(w);
+    if (q8_dot_vnni()) return rows_vnni(w, packed, r0, r1, xq, nvec, y, ldy);
+    if (packed.m != nullptr) return rows_avx2_panels(packed, r0, r1, xq, nvec, y, ldy);
     rows_avx2(w, r0, r1, xq, nvec, y, ldy);
 }
 

@@ -117,18 +117,23 @@ void_result bind_weights(transformer::impl& m) {
     return {};
 }
 
-// The Q8_0 matrices interleaved once for the int8 kernel's VNNI form (kernels.hpp
-// q8_panels_pin): the same bits as packing per call, without its cost on every step.
+// The Q8_0 matrices interleaved once into the int8 kernel's panels (kernels.hpp
+// q8_panels_pin): the same bits as packing per call, without its cost on every step. The
+// transformer owns the checkpoint's bytes, and only the kernels read its matrices, so
+// they are rearranged in place (no second copy); a table tied to the embedding is read
+// by rows too and gets a copy.
 void pin_q8_panels(transformer::impl& m) {
-    auto pin = [&](const tensor_view& w) {
-        if (auto p = q8_panels_pin(w)) m.q8_pins.push_back(std::move(p));
+    auto pin = [&](const tensor_view& w, bool shared_with_embedding) {
+        std::byte* own = shared_with_embedding ? nullptr : const_cast<std::byte*>(w.data);
+        if (auto p = q8_panels_pin(w, own)) m.q8_pins.push_back(std::move(p));
     };
     for (const layer_weights& lw : m.layers) {
-        for (const tensor_view* w : {&lw.q, &lw.k, &lw.v, &lw.o, &lw.gate, &lw.up, &lw.down}) pin(*w);
+        for (const tensor_view* w : {&lw.q, &lw.k, &lw.v, &lw.o, &lw.gate, &lw.up, &lw.down, &lw.router})
+            pin(*w, false);
         for (const expert_weights& e : lw.experts)
-            for (const tensor_view* w : {&e.gate, &e.up, &e.down}) pin(*w);
+            for (const tensor_view* w : {&e.gate, &e.up, &e.down}) pin(*w, false);
     }
-    if (m.lm_panels.empty()) pin(m.lm_head);
+    if (m.lm_panels.empty()) pin(m.lm_head, m.lm_head.data == m.embed.data);
 }
 
 // Q8_0 column slices (o_proj / down_proj per shard) must start on a 32-block.
