@@ -251,8 +251,17 @@ CALSERVE_VNNI_ISA void panels_vnni(const std::byte* panels, std::int64_t stride,
         const std::int64_t at = start + r * k_panel;  // the output row of lane 0
         const std::int64_t lo = std::max<std::int64_t>(0, -at), hi = std::min<std::int64_t>(k_panel, rows - at);
         if (hi <= lo) continue;
-        const auto m = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
-        for (int g = 0; g < G; ++g) _mm512_mask_compressstoreu_ps(y + g * ldy + at + lo, m, acc[r][g]);
+        if (lo == 0) {
+            const auto m = static_cast<__mmask16>((1u << hi) - 1u);
+            for (int g = 0; g < G; ++g) _mm512_mask_storeu_ps(y + g * ldy + at, m, acc[r][g]);
+            continue;
+        }
+        // A range starting inside the panel (rare: a view or range off a panel).
+        alignas(64) float lanes[k_panel];
+        for (int g = 0; g < G; ++g) {
+            _mm512_store_ps(lanes, acc[r][g]);
+            std::memcpy(y + g * ldy + at + lo, lanes + lo, static_cast<std::size_t>(hi - lo) * sizeof(float));
+        }
     }
 }
 
