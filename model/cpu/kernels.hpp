@@ -153,13 +153,16 @@ void dot_rows_q8(const tensor_view& w, std::int64_t r0, std::int64_t r1, const q
 // weights, at load): while the returned handle lives, dot_rows_q8 on any view inside w
 // (w, a row or column slice, any row range) reads the panels, in both forms, instead of
 // interleaving rows per call (the same bits either way). `own`: w's bytes, writable, when
-// the caller owns them and nothing else reads them while the handle lives (an embedding
-// table tied to the LM head is read by rows: pass nullptr); the panels then take the
+// the caller owns them and reads them only through these kernels and row_to_f32 while
+// the handle lives; the panels then take the
 // rows' place, byte for byte, when their sizes agree (rows a multiple of 16, an even
 // number of blocks, rows back to back), and the rows come back when the handle ends.
 // Otherwise the panels are a copy. Null when there is nothing to pin (not Q8_0, no VNNI
 // form, or already pinned).
 std::shared_ptr<const void> q8_panels_pin(const tensor_view& w, std::byte* own = nullptr);
+// Row r of w as FP32 (convert_row_to_f32's values), read from the panels when w is
+// pinned (an embedding table tied to a pinned LM head).
+void row_to_f32(const tensor_view& w, std::int64_t r, float* out);
 // Whether dot_rows_q8 runs its VNNI form (AVX512_VNNI present and allowed); tests force
 // the AVX2 form to compare the two bit for bit, benchmarks time both.
 bool q8_dot_vnni();

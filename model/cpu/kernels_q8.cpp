@@ -490,6 +490,28 @@ std::shared_ptr<const void> q8_panels_pin(const tensor_view& w, std::byte* own) 
     });
 }
 
+void row_to_f32(const tensor_view& w, std::int64_t r, float* out) {
+    const packed_place packed = w.type == dtype::q8_0 ? find_packed(w) : packed_place{};
+    if (packed.m == nullptr) return convert_row_to_f32(w, r, out);
+    const std::int64_t row = packed.row + r;
+    const std::byte* panel = packed.m->panels + row / k_panel * panel_bytes(packed.m->blocks);
+    const std::int64_t i = row % k_panel;
+    for (std::int64_t b = 0; b < w.cols / k_block; ++b, out += k_block) {
+        const std::int64_t gb = packed.block + b;
+        std::uint16_t h;
+        std::memcpy(&h, panel + panel_scales_at(gb) + i * 2, 2);
+        const __m256 d = _mm256_cvtph_ps(_mm_cvtsi32_si128(h));
+        const __m256 scale = _mm256_permutevar8x32_ps(d, _mm256_setzero_si256());
+        for (int j = 0; j < 8; j += 2) {  // two 4-byte groups: 8 weights, offset back to signed
+            std::uint32_t u[2];
+            std::memcpy(&u[0], panel + panel_weights_at(gb) + j * 64 + i * 4, 4);
+            std::memcpy(&u[1], panel + panel_weights_at(gb) + (j + 1) * 64 + i * 4, 4);
+            const __m128i q = _mm_xor_si128(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(u)), _mm_set1_epi8(-128));
+            _mm256_storeu_ps(out + 4 * j, _mm256_mul_ps(scale, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q))));
+        }
+    }
+}
+
 bool q8_dot_vnni() { return g_vnni_allowed.load(std::memory_order_relaxed) && cpu_has_avx512_vnni(); }
 void allow_q8_dot_vnni(bool allowed) { g_vnni_allowed.store(allowed, std::memory_order_relaxed); }
 

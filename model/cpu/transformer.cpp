@@ -119,21 +119,19 @@ void_result bind_weights(transformer::impl& m) {
 
 // The Q8_0 matrices interleaved once into the int8 kernel's panels (kernels.hpp
 // q8_panels_pin): the same bits as packing per call, without its cost on every step. The
-// transformer owns the checkpoint's bytes, and only the kernels read its matrices, so
-// they are rearranged in place (no second copy); a table tied to the embedding is read
-// by rows too and gets a copy.
+// transformer owns the checkpoint's bytes and reads its matrices only through the
+// kernels (the embedding rows through row_to_f32), so they are rearranged in place: no
+// second copy.
 void pin_q8_panels(transformer::impl& m) {
-    auto pin = [&](const tensor_view& w, bool shared_with_embedding) {
-        std::byte* own = shared_with_embedding ? nullptr : const_cast<std::byte*>(w.data);
-        if (auto p = q8_panels_pin(w, own)) m.q8_pins.push_back(std::move(p));
+    auto pin = [&](const tensor_view& w) {
+        if (auto p = q8_panels_pin(w, const_cast<std::byte*>(w.data))) m.q8_pins.push_back(std::move(p));
     };
     for (const layer_weights& lw : m.layers) {
-        for (const tensor_view* w : {&lw.q, &lw.k, &lw.v, &lw.o, &lw.gate, &lw.up, &lw.down, &lw.router})
-            pin(*w, false);
+        for (const tensor_view* w : {&lw.q, &lw.k, &lw.v, &lw.o, &lw.gate, &lw.up, &lw.down, &lw.router}) pin(*w);
         for (const expert_weights& e : lw.experts)
-            for (const tensor_view* w : {&e.gate, &e.up, &e.down}) pin(*w, false);
+            for (const tensor_view* w : {&e.gate, &e.up, &e.down}) pin(*w);
     }
-    if (m.lm_panels.empty()) pin(m.lm_head, m.lm_head.data == m.embed.data);
+    if (m.lm_panels.empty()) pin(m.lm_head);
 }
 
 // Q8_0 column slices (o_proj / down_proj per shard) must start on a 32-block.

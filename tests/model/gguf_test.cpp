@@ -11,6 +11,7 @@
 #include "model/weights/gguf_model.hpp"
 #include "model/core/bf16.hpp"
 #include "model/cpu/kernels.hpp"
+#include "model/weights/stored_rows.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 #include "tests/model/tokenizer_corpus.hpp"
 #include "tests/model/transformer_fixture.hpp"
@@ -295,6 +296,17 @@ TEST_CASE("gguf: Q8_0 panels pinned at load give per-call packing's and the AVX2
                 CHECK((wq != original) == in_place);
                 pinned = run(true);
                 pinned_avx2 = run(false);
+                // Rows as FP32 (an embedding table tied to the LM head) from the panels.
+                const model::tensor_view was{model::dtype::q8_0, rows, cols, cols, original.data()};
+                for (const auto& c : {cases[0], cases[7], cases[8]})
+                    for (std::int64_t r : {std::int64_t{0}, std::int64_t{17}, c.v.rows - 1}) {
+                        const model::tensor_view from{c.v.type, c.v.rows, c.v.cols, c.v.row_stride,
+                                                      was.data + (c.v.data - w.data)};
+                        std::vector<float> got(static_cast<std::size_t>(c.v.cols)), want(got.size());
+                        model::row_to_f32(c.v, r, got.data());
+                        model::convert_row_to_f32(from, r, want.data());
+                        CHECK(got == want);
+                    }
             }
             CHECK(wq == original);  // the rows are back
             for (std::size_t i = 0; i < cases.size(); ++i) {
