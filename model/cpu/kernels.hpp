@@ -14,6 +14,7 @@
 //! debug-sensitive spots). Accumulation is FP32. Invariant: `linear` writes
 //! exactly t x w.rows outputs and reads exactly t x w.cols inputs.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -126,28 +127,42 @@ void linear_panels(thread_pool& pool, const panel_matrix& w, const float* x, std
                    float* y, std::int64_t ldy);
 
 // Q8_0 (kernels_q8.cpp). Activations quantised per 32-block: int8 values and an
-// FP32 scale per block, vector v's blocks at [v * blocks, (v + 1) * blocks). For the
-// VNNI form also, per block, 8 int32 lanes of -128 x (sum of 4 consecutive values)
-// (`corr`), and the scales per pair of blocks as 16 lanes [d_even x 8, d_odd x 8]
-// (`d_pairs`, vector v's (blocks + 1) / 2 pairs at v * that).
+// FP32 scale per block, vector v's blocks at [v * blocks, (v + 1) * blocks), and per
+// block -128 x (sum of its values) (`bsum`: the VNNI form's start, as its weights are
+// offset to unsigned).
 struct q8_vectors {
     std::int64_t blocks = 0;
     std::vector<std::int8_t> q;
     std::vector<float> d;
-    std::vector<std::int32_t> corr;
-    std::vector<float> d_pairs;
+    std::vector<std::int32_t> bsum;
 };
 // n a multiple of 32.
 void quantize_vectors_q8(const float* x, std::int64_t nvec, std::int64_t ldx, std::int64_t n, q8_vectors& out);
 // The same with the vectors split across the pool (same bits).
 void quantize_vectors_q8(thread_pool& pool, const float* x, std::int64_t nvec, std::int64_t ldx, std::int64_t n,
                          q8_vectors& out);
-// Y[v * ldy + r - r0] = Q8_0 row r . vector v (int8 products, per-block scales), v < nvec.
-// Row-exact: a vector's result does not depend on nvec. With AVX512_VNNI, `vpdpbusd`
-// micro-kernels of several rows x several vectors (register-blocked as the BF16
-// kernels); otherwise an AVX2 form giving the same bits.
+// Y[v * ldy + r - r0] = Q8_0 row r . vector v (int8 products, per-block scales), v < nvec:
+// one FP32 chain per output, acc = fma(float(block's int32 sum), d_w x d_x, acc) over the
+// blocks in order. Row-exact: a vector's result does not depend on nvec or the row range.
+// With AVX512_VNNI, `vpdpbusd` micro-kernels over rows interleaved in panels of 16 (one
+// register holds 16 rows' block sums) x several vectors; otherwise an AVX2 form giving
+// the same bits.
 void dot_rows_q8(const tensor_view& w, std::int64_t r0, std::int64_t r1, const q8_vectors& xq, std::int64_t nvec,
                  float* y, std::int64_t ldy);
+// A whole Q8_0 matrix's rows interleaved once into the VNNI form's panels (a model's
+// weights, at load): while the returned handle lives, dot_rows_q8 on any view inside w
+// (w, a row or column slice, any row range) reads the panels, in both forms, instead of
+// interleaving rows per call (the same bits either way). `own`: w's bytes, writable, when
+// the caller owns them and reads them only through these kernels and row_to_f32 while
+// the handle lives; the panels then take the
+// rows' place, byte for byte, when their sizes agree (rows a multiple of 16, an even
+// number of blocks, rows back to back), and the rows come back when the handle ends.
+// Otherwise the panels are a copy. Null when there is nothing to pin (not Q8_0, no VNNI
+// form, or already pinned).
+std::shared_ptr<const void> q8_panels_pin(const tensor_view& w, std::byte* own = nullptr);
+// Row r of w as FP32 (convert_row_to_f32's values), read from the panels when w is
+// pinned (an embedding table tied to a pinned LM head).
+void row_to_f32(const tensor_view& w, std::int64_t r, float* out);
 // Whether dot_rows_q8 runs its VNNI form (AVX512_VNNI present and allowed); tests force
 // the AVX2 form to compare the two bit for bit, benchmarks time both.
 bool q8_dot_vnni();

@@ -117,6 +117,23 @@ void_result bind_weights(transformer::impl& m) {
     return {};
 }
 
+// The Q8_0 matrices interleaved once into the int8 kernel's panels (kernels.hpp
+// q8_panels_pin): the same bits as packing per call, without its cost on every step. The
+// transformer owns the checkpoint's bytes and reads its matrices only through the
+// kernels (the embedding rows through row_to_f32), so they are rearranged in place: no
+// second copy.
+void pin_q8_panels(transformer::impl& m) {
+    auto pin = [&](const tensor_view& w) {
+        if (auto p = q8_panels_pin(w, const_cast<std::byte*>(w.data))) m.q8_pins.push_back(std::move(p));
+    };
+    for (const layer_weights& lw : m.layers) {
+        for (const tensor_view* w : {&lw.q, &lw.k, &lw.v, &lw.o, &lw.gate, &lw.up, &lw.down, &lw.router}) pin(*w);
+        for (const expert_weights& e : lw.experts)
+            for (const tensor_view* w : {&e.gate, &e.up, &e.down}) pin(*w);
+    }
+    if (m.lm_panels.empty()) pin(m.lm_head);
+}
+
 // Q8_0 column slices (o_proj / down_proj per shard) must start on a 32-block.
 void_result check_block_slices(const transformer::impl& m) {
     if (m.tp == 1) return {};
@@ -174,6 +191,7 @@ result<std::unique_ptr<transformer>> transformer::load(const std::filesystem::pa
     m->shards = std::move(*shards);
     if (auto r = bind_weights(*m); !r) return r.error();
     if (auto r = check_block_slices(*m); !r) return r.error();
+    pin_q8_panels(*m);
     m->shape = make_shape(m->cfg, m->weights.total_bytes());
     return std::unique_ptr<transformer>(new transformer(std::move(m)));
 }

@@ -44,7 +44,7 @@ void transformer::impl::forward(std::span<const row_ref> rows, std::span<const s
     ensure(ws.rope_cos, t * half);
     ensure(ws.rope_sin, t * half);
     for (std::int64_t i = 0; i < t; ++i) {
-        convert_row_to_f32(embed, rows[static_cast<std::size_t>(i)].token, ws.x.data() + i * h);
+        row_to_f32(embed, rows[static_cast<std::size_t>(i)].token, ws.x.data() + i * h);
         const auto pos = static_cast<float>(rows[static_cast<std::size_t>(i)].pos);
         for (std::int64_t j = 0; j < half; ++j) {
             const float angle = pos * inv_freq[static_cast<std::size_t>(j)];  // FP32 product, as HF does

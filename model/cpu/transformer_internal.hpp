@@ -65,6 +65,7 @@ struct transformer::impl {
     std::vector<shard_range> shards;
     tensor_view embed, lm_head;
     panel_matrix lm_panels;  // lm_head repacked when its rows are short (tiny models); else empty
+    std::vector<std::shared_ptr<const void>> q8_pins;  // Q8_0 matrices interleaved once for the VNNI kernel
     std::vector<float> final_norm;
     std::vector<layer_weights> layers;
     std::vector<float> inv_freq;

@@ -6,10 +6,12 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <random>
 
 #include "model/weights/gguf_model.hpp"
 #include "model/core/bf16.hpp"
 #include "model/cpu/kernels.hpp"
+#include "model/weights/stored_rows.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 #include "tests/model/tokenizer_corpus.hpp"
 #include "tests/model/transformer_fixture.hpp"
@@ -225,6 +227,98 @@ TEST_CASE("gguf: Q8_0 kernel's VNNI form gives the AVX2 form's bits", "[gguf][ke
             INFO("cols " << cols << " nvec " << nvec);
             CHECK(std::memcmp(vnni.data(), avx2.data(), vnni.size() * sizeof(float)) == 0);
         }
+    }
+}
+
+// A model's Q8_0 matrices are interleaved once at load (q8_panels_pin), in a copy or in
+// their own bytes; every view the transformer takes of them (the whole matrix, a shard's
+// row or column slice, a thread's row range on or off a panel) must read the panels and
+// give per-call packing's bits, in both forms, and the rows must come back at the end.
+TEST_CASE("gguf: Q8_0 panels pinned at load give per-call packing's and the AVX2 form's bits", "[gguf][kernels]") {
+    if (!model::q8_dot_vnni()) {
+        WARN("no AVX512_VNNI on this CPU: nothing is pinned");
+        return;
+    }
+    std::mt19937 gen(17);
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    for (bool in_place : {false, true}) {
+        // 300 rows: 18 panels and 12 rows, so a copy; 304 = 19 panels, packed in place.
+        const std::int64_t rows = in_place ? 304 : 300, cols = 1024 + 64;  // 34 blocks
+        std::vector<float> wf(static_cast<std::size_t>(rows * cols));
+        for (auto& v : wf) v = d(gen);
+        std::vector<std::byte> wq(static_cast<std::size_t>(rows * cols / 32 * 34));
+        model::quantize_q8_0(wf.data(), rows * cols, wq.data());
+        const std::vector<std::byte> original = wq;
+        const model::tensor_view w{model::dtype::q8_0, rows, cols, cols, wq.data()};
+        struct view_case {
+            const char* name;
+            model::tensor_view v;
+            std::int64_t r0, r1;
+        };
+        const std::vector<view_case> cases{
+            {"whole", w, 0, rows},
+            {"rows from a panel", w, 16, 208},
+            {"rows across the tail", w, 128, rows},
+            {"rows off a panel", w, 5, 77},
+            {"row slice", w.row_slice(32, 250), 0, 218},
+            {"row slice's range", w.row_slice(48, rows), 16, rows - 48},
+            {"row slice off a panel", w.row_slice(7, 100), 3, 93},
+            {"column slice", w.col_slice(64, 64 + 512), 0, rows},
+            {"shard", w.row_slice(144, 272).col_slice(32 * 3, cols), 9, 128},
+        };
+        for (std::int64_t nvec : {1, 3, 8, 9, 16}) {
+            INFO((in_place ? "in place" : "a copy") << ", nvec " << nvec);
+            std::vector<model::q8_vectors> xs;
+            for (const auto& c : cases) {
+                std::vector<float> x(static_cast<std::size_t>(nvec * c.v.cols));
+                for (auto& v : x) v = 2.0f * d(gen);
+                xs.emplace_back();
+                model::quantize_vectors_q8(x.data(), nvec, c.v.cols, c.v.cols, xs.back());
+            }
+            auto run = [&](bool vnni) {
+                model::allow_q8_dot_vnni(vnni);
+                std::vector<std::vector<float>> out;
+                for (std::size_t i = 0; i < cases.size(); ++i) {
+                    const auto& c = cases[i];
+                    const std::int64_t n = c.r1 - c.r0;
+                    out.emplace_back(static_cast<std::size_t>(nvec * n));
+                    model::dot_rows_q8(c.v, c.r0, c.r1, xs[i], nvec, out.back().data(), n);
+                }
+                model::allow_q8_dot_vnni(true);
+                return out;
+            };
+            const auto per_call = run(true), avx2 = run(false);
+            std::vector<std::vector<float>> pinned, pinned_avx2;
+            {
+                const auto pin = model::q8_panels_pin(w, in_place ? wq.data() : nullptr);
+                REQUIRE(pin != nullptr);
+                CHECK(model::q8_panels_pin(w) == nullptr);  // a tied matrix is packed once
+                CHECK((wq != original) == in_place);
+                pinned = run(true);
+                pinned_avx2 = run(false);
+                // Rows as FP32 (an embedding table tied to the LM head) from the panels.
+                const model::tensor_view was{model::dtype::q8_0, rows, cols, cols, original.data()};
+                for (const auto& c : {cases[0], cases[7], cases[8]})
+                    for (std::int64_t r : {std::int64_t{0}, std::int64_t{17}, c.v.rows - 1}) {
+                        const model::tensor_view from{c.v.type, c.v.rows, c.v.cols, c.v.row_stride,
+                                                      was.data + (c.v.data - w.data)};
+                        std::vector<float> got(static_cast<std::size_t>(c.v.cols)), want(got.size());
+                        model::row_to_f32(c.v, r, got.data());
+                        model::convert_row_to_f32(from, r, want.data());
+                        CHECK(got == want);
+                    }
+            }
+            CHECK(wq == original);  // the rows are back
+            for (std::size_t i = 0; i < cases.size(); ++i) {
+                INFO(cases[i].name);
+                const std::size_t bytes = per_call[i].size() * sizeof(float);
+                CHECK(std::memcmp(pinned[i].data(), per_call[i].data(), bytes) == 0);
+                CHECK(std::memcmp(pinned_avx2[i].data(), per_call[i].data(), bytes) == 0);
+                CHECK(std::memcmp(avx2[i].data(), per_call[i].data(), bytes) == 0);
+            }
+        }
+        // The handle's end unpins: the matrix can be pinned again.
+        CHECK(model::q8_panels_pin(w) != nullptr);
     }
 }
 
