@@ -36,6 +36,19 @@ std::string small_file() {
 
 result<gguf::header> parse(const std::string& s) { return gguf::parse_header(bytes_of(s), s.size(), "t"); }
 
+// rows x cols weights uniform in [-1, 1) quantised to Q8_0 (a GGUF's bytes); `weights`, when
+// given, receives the unquantised values.
+std::vector<std::byte> random_q8_rows(std::mt19937& gen, std::int64_t rows, std::int64_t cols,
+                                      std::vector<float>* weights = nullptr) {
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    std::vector<float> wf(static_cast<std::size_t>(rows * cols));
+    for (auto& v : wf) v = d(gen);
+    std::vector<std::byte> wq(static_cast<std::size_t>(rows * cols / 32 * 34));
+    model::quantize_q8_0(wf.data(), rows * cols, wq.data());
+    if (weights != nullptr) *weights = std::move(wf);
+    return wq;
+}
+
 template <class T>
 void poke(std::string& s, std::size_t at, T v) {
     std::memcpy(s.data() + at, &v, sizeof(T));
@@ -152,10 +165,8 @@ TEST_CASE("gguf: Q8_0 int8 kernel matches the dequantised dot product, row-exact
     const std::int64_t rows = 37, cols = 1024;
     std::mt19937 gen(3);
     std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-    std::vector<float> wf(static_cast<std::size_t>(rows * cols));
-    for (auto& v : wf) v = d(gen);
-    std::vector<std::byte> wq(static_cast<std::size_t>(rows * cols / 32 * 34));
-    model::quantize_q8_0(wf.data(), rows * cols, wq.data());
+    std::vector<float> wf;
+    std::vector<std::byte> wq = random_q8_rows(gen, rows, cols, &wf);
     model::tensor_view w{model::dtype::q8_0, rows, cols, cols, wq.data()};
     std::vector<float> deq(static_cast<std::size_t>(rows * cols));
     model::convert_rows_to_f32(w, 0, rows, deq.data());
@@ -196,9 +207,9 @@ TEST_CASE("gguf: Q8_0 int8 kernel matches the dequantised dot product, row-exact
     }
 }
 
-// The VNNI form (two blocks per register, several rows x vectors per micro-kernel) and
-// the AVX2 form give the same bits: odd and even block counts, row counts that leave
-// a remainder after the row blocks, vector counts that split into uneven groups.
+// The VNNI form (panels of 16 rows packed per call, several vectors per micro-kernel) and
+// the AVX2 form (eight rows at a time) give the same bits: odd and even block counts, row
+// counts that leave a part panel and a part eight, vector counts that split into uneven groups.
 TEST_CASE("gguf: Q8_0 kernel's VNNI form gives the AVX2 form's bits", "[gguf][kernels]") {
     if (!model::q8_dot_vnni()) {
         WARN("no AVX512_VNNI on this CPU: only the AVX2 form runs");
@@ -208,10 +219,7 @@ TEST_CASE("gguf: Q8_0 kernel's VNNI form gives the AVX2 form's bits", "[gguf][ke
     std::uniform_real_distribution<float> d(-1.0f, 1.0f);
     for (std::int64_t cols : {32, 96, 1024, 3072 + 32}) {
         const std::int64_t rows = 53;
-        std::vector<float> wf(static_cast<std::size_t>(rows * cols));
-        for (auto& v : wf) v = d(gen);
-        std::vector<std::byte> wq(static_cast<std::size_t>(rows * cols / 32 * 34));
-        model::quantize_q8_0(wf.data(), rows * cols, wq.data());
+        const std::vector<std::byte> wq = random_q8_rows(gen, rows, cols);
         const model::tensor_view w{model::dtype::q8_0, rows, cols, cols, wq.data()};
         for (std::int64_t nvec : {1, 2, 3, 4, 5, 7, 16, 33}) {
             std::vector<float> x(static_cast<std::size_t>(nvec * cols));
@@ -244,10 +252,7 @@ TEST_CASE("gguf: Q8_0 panels pinned at load give per-call packing's and the AVX2
     for (bool in_place : {false, true}) {
         // 300 rows: 18 panels and 12 rows, so a copy; 304 = 19 panels, packed in place.
         const std::int64_t rows = in_place ? 304 : 300, cols = 1024 + 64;  // 34 blocks
-        std::vector<float> wf(static_cast<std::size_t>(rows * cols));
-        for (auto& v : wf) v = d(gen);
-        std::vector<std::byte> wq(static_cast<std::size_t>(rows * cols / 32 * 34));
-        model::quantize_q8_0(wf.data(), rows * cols, wq.data());
+        std::vector<std::byte> wq = random_q8_rows(gen, rows, cols);
         const std::vector<std::byte> original = wq;
         const model::tensor_view w{model::dtype::q8_0, rows, cols, cols, wq.data()};
         struct view_case {
