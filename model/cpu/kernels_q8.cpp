@@ -230,6 +230,9 @@ CALSERVE_VNNI_ISA void panels_vnni(const std::byte* panels, std::int64_t stride,
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
             __m512i wv[R];
+            // Five vectors or more: the next panel's line into L2 as this one's is read (batch 8
+            // and 16 1.25-1.32x; at batch 4 and below the hardware prefetcher does better).
+            if constexpr (G > 4) _mm_prefetch(reinterpret_cast<const char*>(pw + R * stride + j * 64), _MM_HINT_T2);
             for (int r = 0; r < R; ++r) wv[r] = _mm512_loadu_si512(pw + r * stride + j * 64);
             for (int g = 0; g < G; ++g) {
                 std::int32_t xw;
