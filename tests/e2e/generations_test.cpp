@@ -254,7 +254,10 @@ TEST_CASE("generations: a load refused at each gate leaves the serving generatio
         serving_untouched();
     }
     SECTION("device fault during warm-up") {
-        ctl_result(sock, "fault arm ccu_exception --mode always");
+        // Four shots: generation 2's warm-up and its resets take them all (the device is declared
+        // dead after 4 failed resets), so the generation the failed load brings back warms up on a
+        // clean device whenever the `fault clear` below lands (`always` raced that restore).
+        ctl_result(sock, "fault arm ccu_exception --mode count --count 4");
         auto [out, rc] = ctl(sock, "model load m " + gen2().string() + " --replace");
         CHECK(rc != 0);
         ctl_result(sock, "fault clear");
