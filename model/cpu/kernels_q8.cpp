@@ -460,36 +460,51 @@ std::shared_ptr<const void> q8_panels_pin(const tensor_view& w, std::byte* own) 
     // pairs, rows back to back.
     const bool in_place = own == w.data && w.rows % k_panel == 0 && p->blocks % 2 == 0 && w.row_stride == w.cols;
     {
-        std::unique_lock lock(g_packed_mutex);
+        std::shared_lock lock(g_packed_mutex);
         if (g_packed.contains(w.data)) return nullptr;  // already pinned (a tied matrix)
-        if (in_place) {
-            simd_vector<std::byte> rows(static_cast<std::size_t>(stride));
-            for (std::int64_t i = 0; i < np; ++i) {
-                std::byte* at = own + i * stride;  // = row 16 i
-                std::memcpy(rows.data(), at, static_cast<std::size_t>(stride));
-                const tensor_view panel_rows{dtype::q8_0, k_panel, w.cols, w.cols, rows.data()};
-                pack_panel(panel_rows, 0, k_panel, p->blocks, at);
-            }
-            p->panels = own;
-        } else {
-            p->copy.assign(static_cast<std::size_t>(np * stride), std::byte{0x80});
-            for (std::int64_t i = 0; i < np; ++i)
-                pack_panel(w, i * k_panel, std::min<std::int64_t>(k_panel, w.rows - i * k_panel), p->blocks,
-                           p->copy.data() + i * stride);
-            p->panels = p->copy.data();
-        }
-        g_packed.emplace(w.data, p);
     }
-    return std::shared_ptr<const void>(p.get(), [p, own, in_place](const void*) {
-        std::unique_lock lock(g_packed_mutex);
-        g_packed.erase(p->data);
-        if (!in_place) return;
-        const std::int64_t stride = panel_bytes(p->blocks);
-        simd_vector<std::byte> panel(static_cast<std::size_t>(stride));
-        for (std::int64_t i = 0; i < p->rows / k_panel; ++i) {  // the rows back as they were
-            std::memcpy(panel.data(), own + i * stride, static_cast<std::size_t>(stride));
-            unpack_panel(panel.data(), k_panel, p->blocks, own + i * stride, p->row_bytes);
+    // Packed without the lock: kernels of other models (a generation serving while this one
+    // loads) keep reading their panels meanwhile; nothing reads these bytes yet.
+    if (in_place) {
+        simd_vector<std::byte> rows(static_cast<std::size_t>(stride));
+        for (std::int64_t i = 0; i < np; ++i) {
+            std::byte* at = own + i * stride;  // = row 16 i
+            std::memcpy(rows.data(), at, static_cast<std::size_t>(stride));
+            const tensor_view panel_rows{dtype::q8_0, k_panel, w.cols, w.cols, rows.data()};
+            pack_panel(panel_rows, 0, k_panel, p->blocks, at);
         }
+        p->panels = own;
+    } else {
+        p->copy.assign(static_cast<std::size_t>(np * stride), std::byte{0x80});
+        for (std::int64_t i = 0; i < np; ++i)
+            pack_panel(w, i * k_panel, std::min<std::int64_t>(k_panel, w.rows - i * k_panel), p->blocks,
+                       p->copy.data() + i * stride);
+        p->panels = p->copy.data();
+    }
+    auto restore_rows = [p, own, in_place] {  // the rows back as they were
+        if (!in_place) return;
+        const std::int64_t bytes = panel_bytes(p->blocks);
+        simd_vector<std::byte> panel(static_cast<std::size_t>(bytes));
+        for (std::int64_t i = 0; i < p->rows / k_panel; ++i) {
+            std::memcpy(panel.data(), own + i * bytes, static_cast<std::size_t>(bytes));
+            unpack_panel(panel.data(), k_panel, p->blocks, own + i * bytes, p->row_bytes);
+        }
+    };
+    bool added = false;
+    {
+        std::unique_lock lock(g_packed_mutex);
+        added = g_packed.emplace(w.data, p).second;
+    }
+    if (!added) {  // pinned by another caller meanwhile
+        restore_rows();
+        return nullptr;
+    }
+    return std::shared_ptr<const void>(p.get(), [p, restore_rows](const void*) {
+        {
+            std::unique_lock lock(g_packed_mutex);
+            g_packed.erase(p->data);
+        }
+        restore_rows();
     });
 }
 
