@@ -157,8 +157,9 @@ void dot_rows_q8(const tensor_view& w, std::int64_t r0, std::int64_t r1, const q
 // the handle lives; the panels then take the
 // rows' place, byte for byte, when their sizes agree (rows a multiple of 16, an even
 // number of blocks, rows back to back), and the rows come back when the handle ends.
-// Otherwise the panels are a copy. Null when there is nothing to pin (not Q8_0, no VNNI
-// form, or already pinned).
+// Otherwise the panels are a copy. Null when there is nothing to pin (not Q8_0, a CPU
+// without AVX512_VNNI, or already pinned); whether the VNNI form is allowed at the time
+// does not matter, as both forms read pinned panels.
 std::shared_ptr<const void> q8_panels_pin(const tensor_view& w, std::byte* own = nullptr);
 // Row r of w as FP32 (convert_row_to_f32's values), read from the panels when w is
 // pinned (an embedding table tied to a pinned LM head).

@@ -447,7 +447,7 @@ void unpack_panel(const std::byte* src, std::int64_t n, std::int64_t nb, std::by
 }  // namespace
 
 std::shared_ptr<const void> q8_panels_pin(const tensor_view& w, std::byte* own) {
-    if (w.type != dtype::q8_0 || w.rows <= 0 || w.cols <= 0 || !q8_dot_vnni()) return nullptr;
+    if (w.type != dtype::q8_0 || w.rows <= 0 || w.cols <= 0 || !cpu_has_avx512_vnni()) return nullptr;
     auto p = std::make_shared<packed_matrix>();
     p->data = w.data;
     p->rows = w.rows;
