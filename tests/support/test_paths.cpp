@@ -2,9 +2,20 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
+#include <system_error>
 #include <unistd.h>
+#include <vector>
 
 namespace calserve::test {
+namespace {
+std::mutex made_mutex;
+std::vector<std::filesystem::path>& made_dirs() {
+    static std::vector<std::filesystem::path> dirs;
+    return dirs;
+}
+}  // namespace
+
 std::filesystem::path source_dir() { return CALSERVE_SOURCE_DIR; }
 std::filesystem::path binary_dir() { return CALSERVE_BINARY_DIR; }
 std::filesystem::path calserve_binary() {
@@ -21,6 +32,24 @@ std::filesystem::path scratch_dir(const std::string& tag) {
                (tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
+    std::lock_guard lock(made_mutex);
+    made_dirs().push_back(dir);
     return dir;
+}
+
+std::vector<std::filesystem::path> end_scratch(bool passed) {
+    std::lock_guard lock(made_mutex);
+    std::vector<std::filesystem::path> kept;
+    const char* keep = std::getenv("CALSERVE_KEEP_SCRATCH");
+    if (!passed || (keep && *keep && std::string(keep) != "0")) {
+        kept.swap(made_dirs());
+        return kept;
+    }
+    for (const auto& dir : made_dirs()) {
+        std::error_code ec;  // a daemon a test left running may still hold files: best effort
+        std::filesystem::remove_all(dir, ec);
+    }
+    made_dirs().clear();
+    return kept;
 }
 }  // namespace calserve::test
