@@ -224,9 +224,14 @@ result<std::string> control_call(const std::string& path, const std::string& req
     if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
         return make_error(status::io_error, "connect " + path + ": " + errno_text());
     }
+    return control_exchange(fd, request_line);
+}
+
+result<std::string> control_exchange(int fd, const std::string& request_line) {
     std::string out = request_line + "\n";
     for (std::size_t off = 0; off < out.size();) {
         ssize_t n = ::send(fd, out.data() + off, out.size() - off, MSG_NOSIGNAL);
+        if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) break;  // closed on us: its answer may be waiting
         if (n <= 0) return make_error(status::io_error, "send: " + errno_text());
         off += static_cast<std::size_t>(n);
     }

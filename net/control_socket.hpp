@@ -61,5 +61,9 @@ std::string handle_control_line(control_target& target, std::string_view line);
 // Synchronous client (calserve ctl): sends one line, returns the response line.
 result<std::string> control_call(const std::string& path, const std::string& request_line,
                                  int timeout_ms = 10000);
+// The exchange on a connected socket `fd` (not closed here). A daemon may answer and close
+// before reading the request (a refused peer): a send the peer no longer reads still
+// returns the answer it left.
+result<std::string> control_exchange(int fd, const std::string& request_line);
 
 }  // namespace calserve::net

@@ -1,5 +1,6 @@
 // Control socket: permissions, peer uid check, every command against a fake
 // control_target, structured errors for malformed lines.
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -192,6 +193,28 @@ TEST_CASE("Control socket refuses a different peer uid") {
     CHECK(o.at("ok") == false);
     CHECK(o.at("error").at("code") == "unauthorized");
     CHECK(f.target.resets == 0);
+}
+
+// The daemon answers a refused peer and closes before reading its request; the client's
+// send then fails (EPIPE), and the answer waiting in its socket must still be returned
+// (the refused-uid test above failed that way once under ASan).
+TEST_CASE("ctl returns an answer the daemon sent and closed on before reading the request") {
+    int fds[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
+    const std::string refusal = R"({"id":null,"ok":false,"error":{"code":"unauthorized"}})";
+    REQUIRE(::write(fds[1], (refusal + "\n").data(), refusal.size() + 1) == static_cast<ssize_t>(refusal.size() + 1));
+    ::close(fds[1]);
+    auto r = net::control_exchange(fds[0], R"({"cmd":"device.reset"})");
+    ::close(fds[0]);
+    REQUIRE(r.ok());
+    CHECK(*r == refusal);
+
+    // Closed without an answer: a clear error, not a hang.
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
+    ::close(fds[1]);
+    auto none = net::control_exchange(fds[0], R"({"cmd":"device.reset"})");
+    ::close(fds[0]);
+    REQUIRE_FALSE(none.ok());
 }
 
 TEST_CASE("Control socket refuses a directory others can write") {
