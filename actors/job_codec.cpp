@@ -302,8 +302,13 @@ void_result check_host_rows(const job_context& job, model::thread_pool* pool) {
 
 std::uint64_t d2h_bytes(const job_context& job) {
     std::uint64_t bytes = 0;
-    for (std::size_t i = 0; i < job.rows.size(); ++i)
+    for (std::size_t i = 0; i < job.rows.size(); ++i) {
         bytes += device::head_row_d2h_bytes(job.mode(i), job.head_k, job.vocab);
+        if (i < job.drafts.size() && !job.drafts[i].empty()) bytes += sizeof(std::int32_t);  // a verify row's "accepted"
+    }
+    // A scoring prefill also returns each position it fed's scores (device/scoring.hpp).
+    if (job.scored_from >= 0 && !job.counts.empty())
+        bytes += static_cast<std::uint64_t>(job.counts.front()) * device::score_position_d2h_bytes();
     return bytes;
 }
 

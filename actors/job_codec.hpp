@@ -126,7 +126,8 @@ void_result take_top_k(job_context& job, std::span<const std::byte> logits, std:
 void_result check_logits_rows(std::span<const std::byte> logits, std::size_t rows, model::thread_pool* pool);
 // The NaN/Inf check of the rows of job.logits the host samples (head mode logits).
 void_result check_host_rows(const job_context& job, model::thread_pool* pool);
-// Bytes the job's live rows return (D2H) under their head modes.
+// Bytes the job's output copy moves (D2H), as the simulator moves them: each live row's
+// under its head mode, a verify row's "accepted" count, a scoring prefill's scores.
 std::uint64_t d2h_bytes(const job_context& job);
 
 // Reads what the job returns from submodel `sm`: the head's draws, its top-k rows, then

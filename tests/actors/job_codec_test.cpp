@@ -11,6 +11,7 @@
 
 #include "actors/job_codec.hpp"
 #include "device/bf16.hpp"
+#include "device/scoring.hpp"
 #include "model/core/thread_pool.hpp"
 
 using namespace calserve;
@@ -246,6 +247,22 @@ TEST_CASE("d2h_bytes counts what each live row returns", "[actors][codec]") {
     for (auto m : job.head) want += device::head_row_d2h_bytes(m, 2, k_vocab);
     CHECK(d2h_bytes(job) == want);
     CHECK(want > device::head_row_d2h_bytes(device::head_mode::logits, 2, k_vocab));
+
+    SECTION("a verify row also returns its accepted count") {
+        job.drafts = {{}, {5, 6}, {}};
+        CHECK(d2h_bytes(job) == want + sizeof(std::int32_t));
+    }
+    SECTION("a scoring prefill also returns every position's scores") {
+        job_context prefill;
+        prefill.prefill = true;
+        prefill.vocab = k_vocab;
+        prefill.rows = {seq_of(4, {1, 2, 3, 4, 5, 6, 7}, 7)};
+        prefill.counts = {7};
+        const auto logits_only = device::head_row_d2h_bytes(device::head_mode::logits, 0, k_vocab);
+        CHECK(d2h_bytes(prefill) == logits_only);
+        prefill.scored_from = 0;
+        CHECK(d2h_bytes(prefill) == logits_only + 7 * device::score_position_d2h_bytes());
+    }
 }
 
 TEST_CASE("check_logits_rows shares the rows among threads and names the first bad logit", "[actors][codec]") {
