@@ -30,6 +30,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <shared_mutex>
 #include <type_traits>
 
@@ -294,6 +295,7 @@ struct packed_matrix {
     simd_vector<std::byte> copy;  // empty when packed in place
 };
 std::shared_mutex g_packed_mutex;
+std::mutex g_pin_mutex;  // one pin at a time (loads are rare); the kernels take only g_packed_mutex
 std::map<const std::byte*, std::shared_ptr<const packed_matrix>> g_packed;
 
 // Where view w lies in a pinned matrix: its first row and first block there.
@@ -457,12 +459,13 @@ std::shared_ptr<const void> q8_panels_pin(const tensor_view& w, std::byte* own) 
     // In place when the panels take exactly the rows' bytes: whole panels, whole block
     // pairs, rows back to back.
     const bool in_place = own == w.data && w.rows % k_panel == 0 && p->blocks % 2 == 0 && w.row_stride == w.cols;
+    std::lock_guard pinning(g_pin_mutex);  // no second pin of these bytes while they are packed
     {
         std::shared_lock lock(g_packed_mutex);
         if (g_packed.contains(w.data)) return nullptr;  // already pinned (a tied matrix)
     }
-    // Packed without the lock: kernels of other models (a generation serving while this one
-    // loads) keep reading their panels meanwhile; nothing reads these bytes yet.
+    // Packed without the kernels' lock: kernels of other models (a generation serving while
+    // this one loads) keep reading their panels meanwhile; nothing reads these bytes yet.
     if (in_place) {
         simd_vector<std::byte> rows(static_cast<std::size_t>(stride));
         for (std::int64_t i = 0; i < np; ++i) {
@@ -479,30 +482,23 @@ std::shared_ptr<const void> q8_panels_pin(const tensor_view& w, std::byte* own) 
                        p->copy.data() + i * stride);
         p->panels = p->copy.data();
     }
-    auto restore_rows = [p, own, in_place] {  // the rows back as they were
-        if (!in_place) return;
-        const std::int64_t bytes = panel_bytes(p->blocks);
-        simd_vector<std::byte> panel(static_cast<std::size_t>(bytes));
-        for (std::int64_t i = 0; i < p->rows / k_panel; ++i) {
-            std::memcpy(panel.data(), own + i * bytes, static_cast<std::size_t>(bytes));
-            unpack_panel(panel.data(), k_panel, p->blocks, own + i * bytes, p->row_bytes);
-        }
-    };
-    bool added = false;
     {
         std::unique_lock lock(g_packed_mutex);
-        added = g_packed.emplace(w.data, p).second;
+        g_packed.emplace(w.data, p);
     }
-    if (!added) {  // pinned by another caller meanwhile
-        restore_rows();
-        return nullptr;
-    }
-    return std::shared_ptr<const void>(p.get(), [p, restore_rows](const void*) {
+    return std::shared_ptr<const void>(p.get(), [p, own, in_place](const void*) {
+        std::lock_guard pinning(g_pin_mutex);
         {
             std::unique_lock lock(g_packed_mutex);
             g_packed.erase(p->data);
         }
-        restore_rows();
+        if (!in_place) return;
+        const std::int64_t bytes = panel_bytes(p->blocks);
+        simd_vector<std::byte> panel(static_cast<std::size_t>(bytes));
+        for (std::int64_t i = 0; i < p->rows / k_panel; ++i) {  // the rows back as they were
+            std::memcpy(panel.data(), own + i * bytes, static_cast<std::size_t>(bytes));
+            unpack_panel(panel.data(), k_panel, p->blocks, own + i * bytes, p->row_bytes);
+        }
     });
 }
 
